@@ -1,0 +1,294 @@
+package executor
+
+import (
+	"context"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/mailbox"
+)
+
+func check(ctx context.Context, fn func(context.Context) error) error {
+	switch {
+	case ctx == nil:
+		return ErrNilContext
+	case fn == nil:
+		return ErrNilFunc
+	}
+	// A call whose ctx already ended is refused before it is accepted.
+	return ctx.Err()
+}
+
+func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error) *job[K] {
+	j := &job[K]{e: e, fn: fn}
+	j.owner = j
+	j.ctx.parent = ctx
+	j.ctx.mark = j
+	j.ctx.force = e.force
+	return j
+}
+
+// reserve counts a submission against the executor-wide cap and against
+// Close: a submission either sees closed, or Close sees it pending (both
+// sides write, then read the other's word).
+func (e *Executor[K]) reserve(key K) error {
+	n := e.pending.Add(1)
+	if e.closed.Load() {
+		e.unreserve()
+		return ErrClosed
+	}
+	if limit := e.cfg.maxPending; limit > 0 && n > int64(limit) {
+		e.unreserve()
+		return e.reject(&backpressure.BusyError{Key: nil, Scope: backpressure.ScopeGlobal,
+			Pending: int(n - 1), Limit: limit})
+	}
+	return nil
+}
+
+func (e *Executor[K]) unreserve() {
+	if e.pending.Add(-1) == 0 && e.closed.Load() {
+		e.drain()
+	}
+}
+
+// admit asks the policy about one key, with m locked.
+func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) error {
+	limit := e.cfg.maxPerKey
+	if limit == 0 && !e.needsAge {
+		return nil
+	}
+	load := backpressure.Load{
+		Pending:      m.Pending(),
+		Limit:        limit,
+		TotalPending: int(e.pending.Load() - 1),
+		TotalLimit:   e.cfg.maxPending,
+	}
+	if e.needsAge {
+		if h := m.Head(); h != nil {
+			load.OldestWait = time.Since(h.Work().(*job[K]).enq)
+		}
+	}
+	if e.cfg.policy.Decide(load) == backpressure.Admit && load.Full() == 0 {
+		return nil
+	}
+	be := &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey, Pending: load.Pending, Limit: limit}
+	if load.Full() == 0 && e.needsAge {
+		be.Scope, be.Wait = backpressure.ScopeDelay, load.OldestWait
+	}
+	return be
+}
+
+// reject counts and logs a refusal; it returns err.
+func (e *Executor[K]) reject(err error) error {
+	be, ok := err.(*backpressure.BusyError)
+	if !ok {
+		return err
+	}
+	e.rejected.Add(1)
+	if e.obs != nil {
+		e.obs.TaskRejected(Reason(be.Scope))
+	}
+	if ce := e.sampled.Check(zap.InfoLevel, "task rejected"); ce != nil {
+		ce.Write(zap.Any("key", be.Key), zap.Stringer("cap", be.Scope),
+			zap.Int("pending", be.Pending), zap.Int("limit", be.Limit))
+	}
+	return err
+}
+
+// accept counts an accepted task; called with its (last) mailbox locked,
+// before it is enqueued, so no other goroutine can see it start first.
+func (e *Executor[K]) accept(j *job[K]) {
+	e.submitted.Add(1)
+	e.queued.Add(1)
+	if e.obs != nil || e.needsAge {
+		j.enq = time.Now()
+	}
+}
+
+// accepted reports an acceptance to the observer, unlocked.
+func (e *Executor[K]) accepted() {
+	if e.obs != nil {
+		e.obs.TaskAccepted()
+	}
+}
+
+// abandon ends an accepted task that will never run (already taken out of
+// Queued by the caller).
+func (e *Executor[K]) abandon(j *job[K], err error) {
+	e.canceled.Add(1)
+	j.err = err
+	if e.obs != nil {
+		e.obs.TaskCanceled()
+	}
+	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
+		ce.Write(j.keyField(), zap.Error(err))
+	}
+}
+
+// cancel withdraws a queued task whose ctx ended; false if it already started.
+func (e *Executor[K]) cancel(j *job[K], err error) bool {
+	if !j.mt.Cancel() {
+		return false
+	}
+	e.queued.Add(-1)
+	e.abandon(j, err)
+	j.Settle()
+	return true
+}
+
+// watch gives an async task's place back as soon as its ctx ends.
+func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
+	if ctx.Done() == nil {
+		return
+	}
+	j.stop = context.AfterFunc(ctx, func() { e.cancel(j, ctx.Err()) })
+	if !j.af.CompareAndSwap(0, 1) {
+		j.stop() // the task already ended
+	}
+}
+
+// wait blocks until j ends; if ctx ends first and j has not started, j is
+// withdrawn at once.
+func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *job[K]) error {
+	lent := e.lend(outer)
+	done := j.Done()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.cancel(j, ctx.Err())
+		<-done
+	}
+	e.unlend(outer, lent)
+	return j.err
+}
+
+// slot says where an inline run's execution slot came from.
+type slot uint8
+
+const (
+	noSlot    slot = iota
+	ownSlot        // acquired from the runner
+	outerSlot      // borrowed from the task this nested call runs in
+)
+
+// takeSlot finds a slot for an inline run: the calling task's own (it is
+// blocked in this call), else a free one.
+func (e *Executor[K]) takeSlot(outer *job[K]) slot {
+	if outer != nil && outer.lent.CompareAndSwap(0, 1) {
+		return outerSlot
+	}
+	if e.runner.TryAcquire() {
+		return ownSlot
+	}
+	return noSlot
+}
+
+func (e *Executor[K]) giveSlot(outer *job[K], s slot) {
+	switch s {
+	case outerSlot:
+		outer.lent.Store(0)
+	case ownSlot:
+		e.runner.Release()
+	}
+}
+
+// lend gives the calling task's slot to other work while a nested call
+// waits, so nesting never exhausts the pool. It reports whether it did.
+func (e *Executor[K]) lend(outer *job[K]) bool {
+	if outer == nil || !outer.lent.CompareAndSwap(0, 1) {
+		return false
+	}
+	e.runner.Release()
+	return true
+}
+
+// unlend takes a slot back for the calling task after a nested wait.
+func (e *Executor[K]) unlend(outer *job[K], lent bool) {
+	if lent {
+		e.runner.Acquire()
+		outer.lent.Store(0)
+	}
+}
+
+// innermost returns the innermost running task of e marked in ctx.
+func (e *Executor[K]) innermost(ctx context.Context) *job[K] {
+	for {
+		m, _ := ctx.Value(markKey{}).(marker)
+		if m == nil {
+			return nil
+		}
+		if j, ok := m.(*job[K]); ok && j.e == e {
+			return j
+		}
+		ctx = m.callerCtx()
+	}
+}
+
+// held reports whether a running task of e marked in ctx holds key.
+func (e *Executor[K]) held(ctx context.Context, key K) bool {
+	for {
+		m, _ := ctx.Value(markKey{}).(marker)
+		if m == nil {
+			return false
+		}
+		if j, ok := m.(*job[K]); ok && j.e == e && j.holds(key) {
+			return true
+		}
+		ctx = m.callerCtx()
+	}
+}
+
+// dedup removes keys that share a mailbox, keeping first occurrences.
+func (e *Executor[K]) dedup(keys []K) []K {
+	out := make([]K, 0, len(keys))
+next:
+	for _, k := range keys {
+		for _, o := range out {
+			if e.router.Same(o, k) {
+				continue next
+			}
+		}
+		out = append(out, k)
+	}
+	return out
+}
+
+// loadHeap keeps the n largest KeyLoads (a min-heap on Pending).
+type loadHeap[K comparable] []KeyLoad[K]
+
+func (h *loadHeap[K]) offer(l KeyLoad[K], n int) {
+	s := *h
+	if len(s) < n {
+		s = append(s, l)
+		for i := len(s) - 1; i > 0; {
+			p := (i - 1) / 2
+			if s[p].Pending <= s[i].Pending {
+				break
+			}
+			s[p], s[i] = s[i], s[p]
+			i = p
+		}
+		*h = s
+		return
+	}
+	if l.Pending <= s[0].Pending {
+		return
+	}
+	s[0] = l
+	for i := 0; ; {
+		c := 2*i + 1
+		if c >= len(s) {
+			break
+		}
+		if c+1 < len(s) && s[c+1].Pending < s[c].Pending {
+			c++
+		}
+		if s[i].Pending <= s[c].Pending {
+			break
+		}
+		s[i], s[c] = s[c], s[i]
+		i = c
+	}
+}

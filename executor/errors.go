@@ -1,0 +1,48 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/perkey/perkey/backpressure"
+)
+
+var (
+	// ErrBusy means a per-key or global cap refused the task. It is
+	// backpressure.ErrBusy; the returned error is a *backpressure.BusyError
+	// naming the key, the pending count and the limit.
+	ErrBusy = backpressure.ErrBusy
+	// ErrClosed means the executor is closed or closing, or Close gave up on
+	// the task before it started.
+	ErrClosed = errors.New("perkey: executor closed")
+	// ErrReentrant means the calling task already holds the key it asked for
+	// (see Do), or Close was called from inside a task.
+	ErrReentrant = errors.New("perkey: task already holds this key")
+	// ErrNilFunc means fn is nil.
+	ErrNilFunc = errors.New("perkey: nil func")
+	// ErrNoKeys means DoMany was given no keys.
+	ErrNoKeys = errors.New("perkey: no keys")
+	// ErrNilContext means ctx is nil.
+	ErrNilContext = errors.New("perkey: nil context")
+	// ErrNilTask means Wait was called on a nil *Task.
+	ErrNilTask = errors.New("perkey: nil task")
+)
+
+// PanicError is returned when fn panics. The panic is recovered on the
+// goroutine that ran fn; Stack is that goroutine's stack at the panic.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+// Error describes the panic value.
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("perkey: task panicked: %v", p.Value)
+}
+
+// Unwrap returns the panic value if it is an error, so errors.Is can see
+// through a panic(err).
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}

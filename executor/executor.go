@@ -1,0 +1,429 @@
+package executor
+
+import (
+	"context"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/alitto/pond/v2"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/router"
+)
+
+// Executor runs closures one at a time per key, in submission order, and in
+// parallel across keys on a bounded pool. The zero value is not usable; call
+// New. All methods are safe for concurrent use.
+type Executor[K comparable] struct {
+	cfg      config
+	log      *zap.Logger
+	sampled  *zap.Logger // rejections and cancellations
+	obs      Observer    // nil if none
+	needsAge bool        // the policy reads queue age
+	runner   *mailbox.Runner
+	router   *router.Router[K]
+	pool     pond.Pool
+	ownPool  bool
+
+	// multiMu makes every multi-key enqueue one atomic step relative to the
+	// others (see DoMany). Single-key submissions never take it.
+	multiMu sync.Mutex
+
+	pending atomic.Int64 // accepted and not yet ended: WithMaxPending, and what Close drains
+	closed  atomic.Bool
+
+	force       context.Context // canceled when Close gives up: running tasks see their ctx end
+	forceCancel context.CancelFunc
+	drained     chan struct{} // closed once closed and nothing is pending
+	drainOnce   sync.Once
+	stopOnce    sync.Once
+
+	submitted, completed, rejected, canceled, panicked atomic.Uint64
+	queued, running                                    atomic.Int64
+}
+
+// Stats is a snapshot of an executor's counters. At any quiet moment
+// Submitted == Completed + Canceled + Queued + Running.
+type Stats struct {
+	ActiveKeys int    // keys that have a live mailbox now
+	Queued     int    // tasks accepted and not started
+	Running    int    // tasks executing now
+	Submitted  uint64 // tasks accepted since New
+	Completed  uint64 // tasks whose fn returned (with or without error)
+	Rejected   uint64 // submissions refused by backpressure
+	Canceled   uint64 // accepted tasks that never ran (ctx ended, or Close gave up)
+	Panicked   uint64 // tasks whose fn panicked (also counted in Completed)
+}
+
+// KeyLoad is a key and its pending tasks (queued + running).
+type KeyLoad[K comparable] struct {
+	Key     K
+	Pending int
+}
+
+// New returns an executor configured by opts. A bad option value is an
+// error wrapping its description; New never panics.
+func New[K comparable](opts ...Option) (*Executor[K], error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if o == nil {
+			return nil, optErr("nil Option")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	e := &Executor[K]{cfg: cfg, drained: make(chan struct{})}
+	e.log = cfg.logger.Named("perkey")
+	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)
+	}))
+	if cfg.hasObserver {
+		e.obs = cfg.observer
+	}
+	if a, ok := cfg.policy.(backpressure.NeedsQueueAge); ok {
+		e.needsAge = a.NeedsQueueAge()
+	}
+	e.pool = cfg.pool
+	if e.pool == nil {
+		// Unbounded: the runner's slots are the bound. A pond goroutine
+		// exists only for a slot owner or a task blocked in a nested call.
+		e.pool = pond.NewPool(0)
+		e.ownPool = true
+	}
+	e.force, e.forceCancel = context.WithCancel(context.Background())
+	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
+	e.router = router.New[K](e.runner, cfg.stripes)
+	if a, ok := e.obs.(Attacher); ok {
+		a.Attach(e)
+	}
+	e.log.Debug("executor started", zap.Int("workers", cfg.workers),
+		zap.Int("throughput", cfg.throughput), zap.Int("stripes", cfg.stripes))
+	return e, nil
+}
+
+// Do runs fn holding key and returns fn's error. Tasks of one key run one
+// at a time, in the order their submissions were accepted; tasks of
+// different keys run in parallel, within WithWorkers.
+//
+// fn receives a context derived from ctx, canceled when ctx is and when a
+// giving-up Close cancels running tasks. If ctx ends before fn starts, fn
+// never runs and Do returns an error satisfying errors.Is(err, ctx.Err()),
+// giving the task's place back at once; once fn has started, Do waits for it.
+// A panic in fn is recovered and returned as a *PanicError.
+//
+// When the key is idle and a slot is free, fn runs on the caller's
+// goroutine; otherwise the caller waits while a pool worker runs it. A
+// rejected submission returns a *backpressure.BusyError (errors.Is ErrBusy).
+//
+// Called from inside a task with that task's ctx (or one derived from it),
+// Do is a nested call: on a key the task holds it returns ErrReentrant (or,
+// with WithReentrant, runs fn inline at once); on any other key it lends the
+// task's execution slot while it waits, so nesting never deadlocks the
+// bounded pool. Two tasks that wait on each other's keys form a cycle no
+// executor can break: take both keys with DoMany instead.
+func (e *Executor[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
+	return e.doOne(ctx, key, fn, false)
+}
+
+// DoShared runs fn holding key in shared mode, like a read lock: shared
+// tasks that are next to each other in the key's queue run together, and a
+// shared task joins a running shared group when nothing exclusive is queued
+// ahead of it. An exclusive task (Do, Submit, DoMany) waits for the shared
+// group before it and holds back the shared tasks after it, so neither
+// readers nor writers starve. Everything else is as for Do.
+func (e *Executor[K]) DoShared(ctx context.Context, key K, fn func(context.Context) error) error {
+	return e.doOne(ctx, key, fn, true)
+}
+
+func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
+	if err := check(ctx, fn); err != nil {
+		return err
+	}
+	outer := e.innermost(ctx)
+	if outer != nil && e.held(ctx, key) {
+		if e.cfg.reentrant {
+			return fn(ctx)
+		}
+		return ErrReentrant
+	}
+	j := e.newJob(ctx, fn)
+	j.key = key
+	j.mt.Init(j, shared)
+	if err := e.reserve(key); err != nil {
+		return err
+	}
+	m := e.router.Acquire(key)
+	if err := e.admit(m, key); err != nil {
+		m.Unlock()
+		e.unreserve()
+		return e.reject(err)
+	}
+	if m.CanHold(shared) {
+		if slot := e.takeSlot(outer); slot != noSlot {
+			m.Hold(&j.mt)
+			e.accept(j)
+			m.Unlock()
+			e.accepted()
+			j.Run()
+			j.mt.Release()
+			j.mt.Finish()
+			e.giveSlot(outer, slot)
+			j.Settle()
+			return j.err
+		}
+	}
+	e.accept(j)
+	dispatch := m.Enqueue(j.mt.Entry())
+	m.Unlock()
+	e.accepted()
+	if dispatch {
+		m.Dispatch()
+	}
+	return e.wait(ctx, j, outer)
+}
+
+// Submit queues fn on key and returns at once; the returned Task reports
+// its end. Ordering, ctx and panics are as for Do: a Task whose ctx ends
+// before it starts gives its place back at once and never runs.
+//
+// Submitted from inside a task with the task's ctx, the new task inherits
+// the task's marks while that task runs (Wait on it from there returns
+// ErrReentrant if it waits on a key the task holds); detached work should
+// use a fresh ctx.
+func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
+	if err := check(ctx, fn); err != nil {
+		return nil, err
+	}
+	j := e.newJob(ctx, fn)
+	j.key = key
+	j.mt.Init(j, false)
+	if err := e.reserve(key); err != nil {
+		return nil, err
+	}
+	m := e.router.Acquire(key)
+	if err := e.admit(m, key); err != nil {
+		m.Unlock()
+		e.unreserve()
+		return nil, e.reject(err)
+	}
+	e.accept(j)
+	dispatch := m.Enqueue(j.mt.Entry())
+	m.Unlock()
+	e.accepted()
+	if dispatch {
+		m.Dispatch()
+	}
+	e.watch(ctx, j)
+	return &j.Task, nil
+}
+
+// DoMany runs fn holding every key in keys: no other task of any of those
+// keys runs during fn, and on each key fn keeps its FIFO place. Duplicate
+// keys (in striped mode, keys on one stripe) count once; no keys is
+// ErrNoKeys. If any key is at its cap nothing is enqueued and the
+// *backpressure.BusyError names that key. Concurrent DoMany and Do calls
+// made from outside tasks never deadlock, whatever the keys and whatever
+// their type: K needs no ordering. A DoMany is one task for WithMaxPending
+// and one pending task on each of its keys. Everything else is as for Do.
+func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Context) error) error {
+	if err := check(ctx, fn); err != nil {
+		return err
+	}
+	if len(keys) == 0 {
+		return ErrNoKeys
+	}
+	keys = e.dedup(keys)
+	outer := e.innermost(ctx)
+	if outer != nil {
+		held := 0
+		for _, k := range keys {
+			if e.held(ctx, k) {
+				held++
+			}
+		}
+		switch {
+		case held == len(keys) && e.cfg.reentrant:
+			return fn(ctx)
+		case held > 0:
+			return ErrReentrant
+		}
+	}
+	if len(keys) == 1 {
+		return e.doOne(ctx, keys[0], fn, false)
+	}
+	j := e.newJob(ctx, fn)
+	j.keys = keys
+	entries := j.mt.InitMany(j, len(keys))
+	if err := e.reserve(keys[0]); err != nil {
+		return err
+	}
+	if err := e.enqueueMany(j, entries); err != nil {
+		e.unreserve()
+		return e.reject(err)
+	}
+	e.accepted()
+	return e.wait(ctx, j, outer)
+}
+
+// enqueueMany puts a multi-key job in all its mailboxes.
+//
+// Deadlock freedom: enqueues of multi-key tasks are serialised by multiMu,
+// so any two of them, A and B, are queued in the same relative order (say A
+// before B) in every mailbox they share. Order all multi-key tasks that way.
+// The oldest multi-key task T that has not run finds ahead of it, in each of
+// its mailboxes, only single-key tasks (which need nothing else and finish)
+// and older multi-key tasks (which, being older than T, have run or will
+// run). So T is eventually at the head of, and granted, every mailbox:
+// no cycle of waits can form, for any key type and with no key ordering.
+//
+// If a key is at its cap, the entries already queued are withdrawn and
+// nothing is left behind.
+func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) error {
+	var buf [8]*mailbox.Mailbox
+	dispatch := buf[:0]
+	e.multiMu.Lock()
+	var err error
+	for i, k := range j.keys {
+		m := e.router.Acquire(k)
+		if err = e.admit(m, k); err != nil {
+			m.Unlock()
+			break
+		}
+		if i == len(entries)-1 {
+			e.accept(j) // before the last enqueue, after which j may run
+		}
+		if m.Enqueue(&entries[i]) {
+			dispatch = append(dispatch, m)
+		}
+		m.Unlock()
+	}
+	e.multiMu.Unlock()
+	if err != nil {
+		j.mt.Cancel()
+	}
+	for _, m := range dispatch {
+		m.Dispatch()
+	}
+	return err
+}
+
+// Call runs fn with Do and returns its value and error.
+func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
+	fn func(context.Context) (T, error)) (T, error) {
+	var out T
+	if fn == nil {
+		return out, ErrNilFunc
+	}
+	err := e.Do(ctx, key, func(ctx context.Context) error {
+		v, err := fn(ctx)
+		out = v
+		return err
+	})
+	return out, err
+}
+
+// Close stops the executor: new submissions fail with ErrClosed, every
+// accepted task runs, the pool the executor owns is stopped, and Close
+// returns nil. If ctx ends first, tasks that have not started end with
+// ErrClosed, running tasks see their ctx canceled, and Close returns ctx's
+// error once they have returned. Close is idempotent and safe to call
+// concurrently; once it returns no goroutine of the executor is left.
+// Called from inside a task, it returns ErrReentrant and closes nothing.
+func (e *Executor[K]) Close(ctx context.Context) error {
+	if ctx == nil {
+		return ErrNilContext
+	}
+	if e.innermost(ctx) != nil {
+		return ErrReentrant
+	}
+	e.closed.Store(true)
+	if e.pending.Load() == 0 {
+		e.drain()
+	}
+	var err error
+	select {
+	case <-e.drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		e.giveUp()
+		<-e.drained
+	}
+	e.stopOnce.Do(func() {
+		e.runner.Wait()
+		if e.ownPool {
+			e.pool.StopAndWait()
+		}
+		e.forceCancel()
+		e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
+			zap.Uint64("canceled", e.canceled.Load()))
+	})
+	return err
+}
+
+// giveUp fails every task that has not started with ErrClosed and cancels
+// the contexts of running ones.
+func (e *Executor[K]) giveUp() {
+	e.forceCancel()
+	var queued []*mailbox.Task
+	e.router.Each(func(_ K, m *mailbox.Mailbox) {
+		m.Each(func(t *mailbox.Task) { queued = append(queued, t) })
+	})
+	for _, t := range queued {
+		if t.Cancel() {
+			e.queued.Add(-1)
+			e.abandon(t.Work().(*job[K]), ErrClosed)
+		}
+	}
+}
+
+func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
+
+// Stats returns a snapshot of the executor's counters.
+func (e *Executor[K]) Stats() Stats {
+	return Stats{
+		ActiveKeys: e.router.Live(),
+		Queued:     int(e.queued.Load()),
+		Running:    int(e.running.Load()),
+		Submitted:  e.submitted.Load(),
+		Completed:  e.completed.Load(),
+		Rejected:   e.rejected.Load(),
+		Canceled:   e.canceled.Load(),
+		Panicked:   e.panicked.Load(),
+	}
+}
+
+// ActiveKeys is the number of keys (in striped mode, stripes) with a live
+// mailbox: keys with tasks queued or running, plus any about to retire.
+func (e *Executor[K]) ActiveKeys() int { return e.router.Live() }
+
+// HotKeys returns up to n keys with the most pending tasks (queued +
+// running), busiest first; in striped mode each busy stripe is named by one
+// of its keys. It visits every live mailbox, one shard lock at a time:
+// O(active keys × log n). n <= 0 returns nil.
+func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
+	if n <= 0 {
+		return nil
+	}
+	top := make(loadHeap[K], 0, n)
+	e.router.Each(func(k K, m *mailbox.Mailbox) {
+		if p := m.Pending(); p > 0 {
+			top.offer(KeyLoad[K]{Key: k, Pending: p}, n)
+		}
+	})
+	sort.Slice(top, func(a, b int) bool { return top[a].Pending > top[b].Pending })
+	return top
+}
+
+// MaxKeyPending is the pending count of the busiest key (or stripe) now.
+// It costs what HotKeys(1) costs.
+func (e *Executor[K]) MaxKeyPending() int {
+	most := 0
+	e.router.Each(func(_ K, m *mailbox.Mailbox) { most = max(most, m.Pending()) })
+	return most
+}

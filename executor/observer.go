@@ -1,0 +1,74 @@
+package executor
+
+import "time"
+
+// Outcome is how a task that ran ended.
+type Outcome uint8
+
+const (
+	// OK means fn returned nil.
+	OK Outcome = iota
+	// Failed means fn returned an error.
+	Failed
+	// Panicked means fn panicked.
+	Panicked
+)
+
+// Reason says why a submission was rejected.
+type Reason uint8
+
+const (
+	// ReasonKey: the per-key cap (WithMaxQueuePerKey).
+	ReasonKey Reason = iota + 1
+	// ReasonGlobal: the executor-wide cap (WithMaxPending).
+	ReasonGlobal
+	// ReasonDelay: latency-based shedding (backpressure.MaxQueueDelay).
+	ReasonDelay
+	// ReasonClosed: the executor was closed.
+	ReasonClosed
+)
+
+// String returns the reason as a metric label value.
+func (r Reason) String() string {
+	switch r {
+	case ReasonKey:
+		return "key"
+	case ReasonGlobal:
+		return "global"
+	case ReasonDelay:
+		return "delay"
+	case ReasonClosed:
+		return "closed"
+	}
+	return "unknown"
+}
+
+// Observer receives task events. The executor calls it synchronously, never
+// under a lock, from the goroutine where the event happens; implementations
+// must be cheap, must not block, and must be safe for concurrent use.
+type Observer interface {
+	// TaskAccepted: a submission was accepted.
+	TaskAccepted()
+	// TaskRejected: a submission was refused (not counted as accepted).
+	TaskRejected(reason Reason)
+	// TaskStarted: fn is about to run after waiting wait in the queue.
+	TaskStarted(wait time.Duration)
+	// TaskFinished: fn returned (or panicked) after running for run.
+	TaskFinished(run time.Duration, outcome Outcome)
+	// TaskCanceled: an accepted task will never run (ctx ended, or Close gave up).
+	TaskCanceled()
+}
+
+// Gauges is the live view an Observer may read at scrape time; every
+// *Executor[K] implements it.
+type Gauges interface {
+	Stats() Stats
+	// MaxKeyPending is the pending count of the busiest key (or stripe) now.
+	MaxKeyPending() int
+}
+
+// Attacher is implemented by observers that want to read an executor's
+// gauges; New calls Attach once with the executor it builds.
+type Attacher interface {
+	Attach(g Gauges)
+}

@@ -1,0 +1,184 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+
+	"github.com/alitto/pond/v2"
+	"go.uber.org/zap"
+
+	"github.com/perkey/perkey/backpressure"
+)
+
+// DefaultThroughput is how many tasks a mailbox runs in a row before it gives
+// its worker back to other keys, unless WithThroughput says otherwise.
+const DefaultThroughput = 32
+
+// DefaultWorkers is the least number of execution slots an executor has
+// unless WithWorkers says otherwise. Tasks guarded per key usually wait on
+// I/O (a database, a remote call), so the default lets that many overlap; for
+// CPU-bound tasks use WithWorkers(runtime.GOMAXPROCS(0)).
+const DefaultWorkers = 64
+
+// Option configures an Executor. A bad value makes New return an error.
+type Option func(*config) error
+
+type config struct {
+	workers     int
+	maxPerKey   int
+	maxPending  int
+	throughput  int
+	stripes     int
+	reentrant   bool
+	logger      *zap.Logger
+	pool        pond.Pool
+	policy      backpressure.Policy
+	observer    Observer
+	hasObserver bool
+}
+
+// defaults sets every default in one place.
+func defaults() config {
+	return config{
+		workers:    max(runtime.GOMAXPROCS(0), DefaultWorkers),
+		throughput: DefaultThroughput,
+		logger:     zap.NewNop(),
+		policy:     backpressure.FailFast(),
+	}
+}
+
+var errOption = errors.New("perkey: invalid option")
+
+func optErr(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{errOption}, args...)...)
+}
+
+// WithWorkers bounds how many tasks execute at once, all keys together,
+// counting tasks run on pool workers and tasks run inline on a caller's
+// goroutine. n must be at least 1. The default is max(GOMAXPROCS,
+// DefaultWorkers).
+func WithWorkers(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithWorkers(%d): need at least 1 worker", n)
+		}
+		c.workers = n
+		return nil
+	}
+}
+
+// WithMaxQueuePerKey caps the tasks pending (queued + running) on one key;
+// a submission beyond the cap meets the Policy (by default it fails at once
+// with ErrBusy). 0, the default, means no cap.
+func WithMaxQueuePerKey(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return optErr("WithMaxQueuePerKey(%d): must be >= 0", n)
+		}
+		c.maxPerKey = n
+		return nil
+	}
+}
+
+// WithMaxPending caps the tasks pending in the whole executor; a submission
+// beyond it meets the Policy (by default ErrBusy). 0, the default, means no cap.
+// A DoMany task counts once.
+func WithMaxPending(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return optErr("WithMaxPending(%d): must be >= 0", n)
+		}
+		c.maxPending = n
+		return nil
+	}
+}
+
+// WithThroughput sets how many tasks a mailbox runs in a row before it gives
+// its worker back to other keys. Lower is fairer, higher batches more. n must
+// be at least 1; the default is DefaultThroughput (32).
+func WithThroughput(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithThroughput(%d): must be >= 1", n)
+		}
+		c.throughput = n
+		return nil
+	}
+}
+
+// WithLogger sets where panics, sampled rejections and lifecycle events are
+// logged. The executor logs through l.Named("perkey"). The default is
+// zap.NewNop(); nil is an error.
+func WithLogger(l *zap.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return optErr("WithLogger(nil): use zap.NewNop() to disable logging")
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithStripes switches the executor to striped mode: keys are hashed onto n
+// fixed mailboxes allocated by New, so memory never grows with the key space.
+// Keys that share a stripe are one key for ordering, caps, re-entry and
+// DoMany's duplicate removal (false contention): pick n well above the number
+// of keys busy at once. n must be at least 1. Off by default.
+func WithStripes(n int) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return optErr("WithStripes(%d): need at least 1 stripe", n)
+		}
+		c.stripes = n
+		return nil
+	}
+}
+
+// WithReentrant makes a nested Do/DoShared/DoMany on keys the calling task
+// already holds run its fn inline instead of failing with ErrReentrant.
+func WithReentrant() Option {
+	return func(c *config) error {
+		c.reentrant = true
+		return nil
+	}
+}
+
+// WithPool runs mailboxes on a caller-owned pond pool, which Close does not
+// stop. The executor still bounds execution with WithWorkers. Give the pool
+// room for at least the workers plus the depth of nested calls (an unbounded
+// pool, pond.NewPool(0), is simplest): a worker blocked in a nested call
+// keeps its pool goroutine while it lends its execution slot. nil is an error.
+func WithPool(p pond.Pool) Option {
+	return func(c *config) error {
+		if p == nil {
+			return optErr("WithPool(nil)")
+		}
+		c.pool = p
+		return nil
+	}
+}
+
+// WithPolicy sets what happens at a cap: backpressure.FailFast() (the
+// default), or any backpressure.Policy. nil is an error.
+func WithPolicy(p backpressure.Policy) Option {
+	return func(c *config) error {
+		if p == nil {
+			return optErr("WithPolicy(nil)")
+		}
+		c.policy = p
+		return nil
+	}
+}
+
+// WithObserver sets an Observer that receives task events. nil is an error.
+func WithObserver(o Observer) Option {
+	return func(c *config) error {
+		if o == nil {
+			return optErr("WithObserver(nil)")
+		}
+		c.observer = o
+		c.hasObserver = true
+		return nil
+	}
+}

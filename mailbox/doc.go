@@ -1,0 +1,20 @@
+// Package mailbox owns one key's FIFO queue, the holds on it, and the loop
+// that drives it on a bounded pool.
+//
+// A Mailbox is the per-key serial executor: tasks enter its queue in FIFO
+// order and leave it when the mailbox grants them a hold. An exclusive hold
+// (Do, Submit, one key of a DoMany) admits one task; a shared hold (DoShared)
+// admits every consecutive shared task at the head together. A task that
+// needs several mailboxes runs once every one of them has granted it.
+//
+// A Runner owns the execution slots (the WithWorkers bound) and a FIFO ready
+// queue of work waiting for a slot, and starts drive loops on a pond pool
+// with pool.Go. A drive loop runs up to its throughput of a mailbox's tasks
+// in a row, then yields its slot to the next ready mailbox.
+//
+// A Mailbox has no lock of its own: it is guarded by the lock of the router
+// shard that maps its key, so that "this mailbox is idle" and "remove it from
+// the table" are decided under the lock every submitter takes. The package
+// never looks keys up, never decides admission and never calls user code
+// except through Work.Run.
+package mailbox

@@ -1,0 +1,228 @@
+package mailbox
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"github.com/alitto/pond/v2"
+)
+
+// item is one unit of the ready queue: a mailbox to drive, a granted task to
+// run, or a goroutine waiting to get its execution slot back.
+type item struct {
+	m      *Mailbox
+	t      *Task
+	resume chan struct{}
+}
+
+// Runner bounds execution to a number of slots and runs work on a pond pool.
+//
+// A slot is owned by exactly one goroutine that runs tasks: a drive loop
+// started with pool.Go, or a caller running a task inline. Work that finds no
+// free slot waits in a FIFO ready queue; a goroutine that gives up a slot
+// first hands it to the head of that queue. Nothing ever waits in pond's own
+// queue for a slot, so no stale pool job can run a mailbox it no longer owns.
+type Runner struct {
+	pool       pond.Pool
+	limit      int32
+	throughput int
+
+	active atomic.Int32 // slots owned
+	nready atomic.Int32 // len(ready), readable without mu
+
+	mu    sync.Mutex // guards ready
+	ready ring
+
+	loops sync.WaitGroup // drive loops started and not yet returned
+}
+
+// NewRunner returns a Runner with limit slots that drives mailboxes on pool,
+// throughput tasks of one mailbox at a time.
+func NewRunner(pool pond.Pool, limit, throughput int) *Runner {
+	return &Runner{pool: pool, limit: int32(limit), throughput: throughput}
+}
+
+// TryAcquire takes a free slot without waiting.
+func (r *Runner) TryAcquire() bool {
+	for {
+		n := r.active.Load()
+		if n >= r.limit {
+			return false
+		}
+		if r.active.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+// Acquire takes a slot, waiting behind the work already in the ready queue
+// if none is free. A nested call uses it to get back the slot it lent.
+func (r *Runner) Acquire() {
+	if r.nready.Load() == 0 && r.TryAcquire() {
+		return
+	}
+	ch := make(chan struct{})
+	r.push(item{resume: ch})
+	r.kick()
+	<-ch
+}
+
+// Release gives up a slot owned by a goroutine that will run nothing else;
+// the slot goes to the head of the ready queue, if any.
+func (r *Runner) Release() {
+	r.active.Add(-1)
+	r.kick()
+}
+
+// Active is the number of slots owned now.
+func (r *Runner) Active() int { return int(r.active.Load()) }
+
+// Wait blocks until every drive loop started so far has returned.
+func (r *Runner) Wait() { r.loops.Wait() }
+
+// Dispatch schedules a drive loop for m, which its caller marked driven.
+func (r *Runner) Dispatch(m *Mailbox) {
+	if r.nready.Load() == 0 && r.TryAcquire() {
+		r.spawn(m.run)
+		return
+	}
+	r.push(item{m: m})
+	r.kick()
+}
+
+// Handoff passes a slot its caller owns to m's drive loop (m marked driven).
+func (r *Runner) Handoff(m *Mailbox) { r.spawn(m.run) }
+
+func (r *Runner) requeue(m *Mailbox) { r.push(item{m: m}) }
+
+func (r *Runner) push(it item) {
+	r.mu.Lock()
+	r.ready.push(it)
+	r.nready.Add(1)
+	r.mu.Unlock()
+}
+
+func (r *Runner) pop() (item, bool) {
+	r.mu.Lock()
+	it, ok := r.ready.pop()
+	if ok {
+		r.nready.Add(-1)
+	}
+	r.mu.Unlock()
+	return it, ok
+}
+
+// kick starts ready work while slots are free. Pushers call it after
+// pushing and releasers after releasing, so whichever of the two comes
+// second sees the other: no item waits while a slot is free.
+func (r *Runner) kick() {
+	for r.nready.Load() > 0 && r.TryAcquire() {
+		it, ok := r.pop()
+		if !ok {
+			r.active.Add(-1)
+			continue
+		}
+		r.start(it)
+	}
+}
+
+// start runs it on the slot its caller acquired.
+func (r *Runner) start(it item) {
+	switch {
+	case it.resume != nil:
+		close(it.resume) // the slot passes to the waiting goroutine
+	case it.m != nil:
+		r.spawn(it.m.run)
+	default:
+		r.spawn(func() { r.loop(it) })
+	}
+}
+
+func (r *Runner) spawn(f func()) {
+	r.loops.Add(1)
+	if err := r.pool.Go(f); err != nil {
+		// The caller's pool refused (stopped or full): accepted work is
+		// never dropped, so run the loop on a goroutine of our own.
+		go f()
+	}
+}
+
+// loop runs on a slot: it drives it's first item, then takes the next ready
+// item, until the ready queue is empty and the slot is released.
+func (r *Runner) loop(it item) {
+	defer r.loops.Done()
+	for {
+		t := it.t
+		if it.m != nil {
+			t = it.m.drive(r.throughput)
+		}
+		if t != nil {
+			r.runGranted(t)
+		}
+		var ok bool
+		if it, ok = r.next(); !ok {
+			return
+		}
+	}
+}
+
+// runGranted runs a granted multi-key or shared task and gives its holds back.
+func (r *Runner) runGranted(t *Task) {
+	if !t.start() {
+		return // canceled while waiting for a slot; its canceler settles it
+	}
+	t.work.Run()
+	t.release()
+	t.finish()
+	t.work.Settle()
+}
+
+// next takes the next ready item for a loop that owns a slot; when there is
+// none it releases the slot and reports false.
+func (r *Runner) next() (item, bool) {
+	for {
+		if r.nready.Load() > 0 {
+			if it, ok := r.pop(); ok {
+				if it.resume != nil {
+					close(it.resume)
+					return item{}, false
+				}
+				return it, true
+			}
+		}
+		r.active.Add(-1)
+		if r.nready.Load() == 0 || !r.TryAcquire() {
+			return item{}, false
+		}
+	}
+}
+
+// ring is a growable FIFO of items.
+type ring struct {
+	buf        []item
+	head, size int
+}
+
+func (q *ring) push(it item) {
+	if q.size == len(q.buf) {
+		n := max(2*len(q.buf), 16)
+		buf := make([]item, n)
+		for i := 0; i < q.size; i++ {
+			buf[i] = q.buf[(q.head+i)%len(q.buf)]
+		}
+		q.buf, q.head = buf, 0
+	}
+	q.buf[(q.head+q.size)%len(q.buf)] = it
+	q.size++
+}
+
+func (q *ring) pop() (item, bool) {
+	if q.size == 0 {
+		return item{}, false
+	}
+	it := q.buf[q.head]
+	q.buf[q.head] = item{}
+	q.head = (q.head + 1) % len(q.buf)
+	q.size--
+	return it, true
+}

@@ -1,0 +1,148 @@
+package mailbox
+
+import "sync/atomic"
+
+// Task states. A task moves Queued -> Granted -> Running -> Done, or from
+// Queued or Granted to Canceled. Whoever wins the compare-and-swap out of
+// Queued/Granted decides whether the task runs or is canceled, so a task is
+// never both started and canceled, and never neither.
+const (
+	Queued int32 = iota
+	Granted
+	Running
+	Done
+	Canceled
+)
+
+// Work is what a Task runs; the executor implements it.
+type Work interface {
+	// Run executes the task; the task is in state Running and holds every
+	// mailbox it needs. Run must not panic.
+	Run()
+	// Settle is called once, after Run or after a successful Cancel, when
+	// no mailbox refers to the task any more. It wakes the task's waiters.
+	Settle()
+}
+
+// Task is the unit a mailbox schedules. The zero Task is not usable: call
+// Init (one key) or InitMany.
+type Task struct {
+	state  atomic.Int32
+	need   atomic.Int32 // mailboxes that have not granted the task yet
+	shared bool
+	one    Entry
+	many   []Entry // for multi-key tasks; nil otherwise
+	work   Work
+}
+
+// Entry is a task's place in one mailbox.
+type Entry struct {
+	prev, next *Entry
+	m          *Mailbox
+	t          *Task
+	queued     bool // linked in m's queue; guarded by m's lock
+	held       bool // m has granted t; guarded by m's lock
+}
+
+// Init prepares t for a single-key submission.
+func (t *Task) Init(w Work, shared bool) {
+	t.state.Store(Queued)
+	t.need.Store(1)
+	t.shared = shared
+	t.work = w
+	t.one = Entry{t: t}
+	t.many = nil
+}
+
+// InitMany prepares t for an exclusive multi-key submission of n keys and
+// returns its entries, to be enqueued with Mailbox.Enqueue.
+func (t *Task) InitMany(w Work, n int) []Entry {
+	t.state.Store(Queued)
+	t.need.Store(int32(n))
+	t.shared = false
+	t.work = w
+	t.many = make([]Entry, n)
+	for i := range t.many {
+		t.many[i].t = t
+	}
+	return t.many
+}
+
+// Entry returns the entry of a single-key task.
+func (t *Task) Entry() *Entry { return &t.one }
+
+// State reports the task's state.
+func (t *Task) State() int32 { return t.state.Load() }
+
+// Shared reports whether the task takes shared holds.
+func (t *Task) Shared() bool { return t.shared }
+
+// Cancel withdraws a task that has not started: it leaves every queue it is
+// in and gives back every hold it has, and the caller then owns its
+// settlement. Cancel reports false if the task already started or ended.
+func (t *Task) Cancel() bool {
+	for {
+		s := t.state.Load()
+		if s != Queued && s != Granted {
+			return false
+		}
+		if t.state.CompareAndSwap(s, Canceled) {
+			break
+		}
+	}
+	t.release()
+	return true
+}
+
+// release takes t out of every mailbox it is queued in or holds.
+func (t *Task) release() {
+	if t.many == nil {
+		t.one.release()
+		return
+	}
+	for i := range t.many {
+		t.many[i].release()
+	}
+}
+
+// Release gives back every hold of a task that ran inline (see Mailbox.Hold)
+// or withdraws an entry that never ran; call it before Settle.
+func (t *Task) Release() { t.release() }
+
+// start moves a granted task to Running; false means it was canceled.
+func (t *Task) start() bool { return t.state.CompareAndSwap(Granted, Running) }
+
+// MarkRunning moves a task that was granted holds inline to Running.
+func (t *Task) markRunning() { t.state.Store(Running) }
+
+func (t *Task) finish() { t.state.Store(Done) }
+
+// Finish marks an inline task Done; call after Release, before Settle.
+func (t *Task) Finish() { t.finish() }
+
+// release takes e out of its mailbox, whether queued or holding.
+func (e *Entry) release() {
+	m := e.m
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	switch {
+	case e.queued:
+		m.unlink(e)
+	case e.held:
+		m.unhold(e)
+	default:
+		m.mu.Unlock()
+		return
+	}
+	m.pending--
+	wake := m.wake()
+	m.unlockRetire()
+	if wake {
+		m.r.Dispatch(m)
+	}
+}
+
+// Work returns what the task runs.
+func (t *Task) Work() Work { return t.work }

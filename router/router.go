@@ -1,0 +1,171 @@
+package router
+
+import (
+	"hash/maphash"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/perkey/perkey/mailbox"
+)
+
+// Router maps keys of type K to live mailboxes.
+type Router[K comparable] struct {
+	seed    maphash.Seed
+	mask    uint64
+	shards  []shard[K]  // dynamic mode
+	stripes []stripe[K] // striped mode
+	runner  *mailbox.Runner
+	live    atomic.Int64 // mailboxes (or stripes) that are not idle
+	free    sync.Pool    // retired *mailbox.Mailbox, for reuse
+}
+
+type shard[K comparable] struct {
+	mu sync.Mutex
+	m  map[K]*node[K] // guarded by mu
+	r  *Router[K]
+	_  [40]byte // keep neighbouring shard locks off one cache line
+}
+
+// node is a dynamic mailbox with the key it is filed under.
+type node[K comparable] struct {
+	mb  mailbox.Mailbox
+	key K
+	s   *shard[K]
+}
+
+type stripe[K comparable] struct {
+	mu   sync.Mutex
+	mb   mailbox.Mailbox // guarded by mu
+	busy bool            // counted in live; guarded by mu
+	last K               // the key that last acquired the stripe; guarded by mu
+	r    *Router[K]
+}
+
+// New returns a router whose mailboxes run on r. With stripes > 0 it is a
+// fixed table of that many mailboxes; otherwise mailboxes come and go with
+// their keys.
+func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
+	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r}
+	if stripes > 0 {
+		rt.stripes = make([]stripe[K], stripes)
+		for i := range rt.stripes {
+			s := &rt.stripes[i]
+			s.r = rt
+			s.mb.Init(&s.mu, r, s)
+			s.mb.Slot = i
+		}
+		return rt
+	}
+	n := 1
+	for n < 16*runtime.GOMAXPROCS(0) {
+		n <<= 1
+	}
+	n = max(n, 64)
+	rt.shards = make([]shard[K], n)
+	rt.mask = uint64(n - 1)
+	for i := range rt.shards {
+		rt.shards[i].m = make(map[K]*node[K])
+		rt.shards[i].r = rt
+	}
+	return rt
+}
+
+// Striped reports whether the router is in striped mode.
+func (rt *Router[K]) Striped() bool { return rt.stripes != nil }
+
+// Index returns the stripe (striped mode) or shard a key maps to.
+func (rt *Router[K]) Index(key K) int {
+	h := maphash.Comparable(rt.seed, key)
+	if rt.stripes != nil {
+		return int(h % uint64(len(rt.stripes)))
+	}
+	return int(h & rt.mask)
+}
+
+// Same reports whether two keys share a mailbox: equal keys, or, in striped
+// mode, keys on one stripe.
+func (rt *Router[K]) Same(a, b K) bool {
+	if a == b {
+		return true
+	}
+	return rt.stripes != nil && rt.Index(a) == rt.Index(b)
+}
+
+// Acquire returns key's mailbox with its lock held, creating the mailbox if
+// the key has none. The caller must end with m.Unlock, which retires the
+// mailbox if it is still idle.
+func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
+	if rt.stripes != nil {
+		s := &rt.stripes[rt.Index(key)]
+		s.mu.Lock()
+		s.last = key
+		if !s.busy {
+			s.busy = true
+			rt.live.Add(1)
+		}
+		return &s.mb
+	}
+	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
+	s.mu.Lock()
+	n := s.m[key]
+	if n == nil {
+		n, _ = rt.free.Get().(*node[K])
+		if n == nil {
+			n = new(node[K])
+		}
+		n.key, n.s = key, s
+		n.mb.Init(&s.mu, rt.runner, n)
+		s.m[key] = n
+		rt.live.Add(1)
+	}
+	return &n.mb
+}
+
+// Retire removes an idle mailbox from the table (called locked, by the
+// mailbox). The entry is deleted only if the table still points at this
+// node, and only then is the node recycled.
+func (n *node[K]) Retire(*mailbox.Mailbox) {
+	s := n.s
+	if s.m[n.key] != n {
+		return
+	}
+	delete(s.m, n.key)
+	s.r.live.Add(-1)
+	var zero K
+	n.key = zero
+	s.r.free.Put(n)
+}
+
+// Retire marks an idle stripe as not busy (called locked).
+func (s *stripe[K]) Retire(*mailbox.Mailbox) {
+	if s.busy {
+		s.busy = false
+		s.r.live.Add(-1)
+	}
+}
+
+// Live is the number of keys (stripes) with a live mailbox.
+func (rt *Router[K]) Live() int { return int(rt.live.Load()) }
+
+// Each calls f with every live mailbox and a key that maps to it (for a
+// stripe, the key that last used it), one shard or stripe lock held at a time.
+// f runs locked and must not call back into the router.
+func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
+	for i := range rt.stripes {
+		s := &rt.stripes[i]
+		s.mu.Lock()
+		if s.busy {
+			f(s.last, &s.mb)
+		}
+		s.mu.Unlock()
+	}
+	for i := range rt.shards {
+		s := &rt.shards[i]
+		s.mu.Lock()
+		for k, n := range s.m {
+			f(k, &n.mb)
+		}
+		s.mu.Unlock()
+	}
+}
