@@ -357,7 +357,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		e.runner.Wait()
 		if e.ownPool {
-			e.pool.StopAndWait()
+			stopIdle(e.pool)
 		}
 		e.forceCancel()
 		e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
@@ -426,4 +426,15 @@ func (e *Executor[K]) MaxKeyPending() int {
 	most := 0
 	e.router.Each(func(_ K, m *mailbox.Mailbox) { most = max(most, m.Pending()) })
 	return most
+}
+
+// stopIdle waits for the pond workers of a pool the executor owns to exit.
+// Every drive loop has returned by now, so pond's queue is empty and each
+// worker exits as soon as it sees that. (pond's StopAndWait would do the
+// same, but it submits its stop to pond's global default pool, which ties
+// unrelated executors together and breaks testing/synctest bubbles.)
+func stopIdle(p pond.Pool) {
+	for p.RunningWorkers() > 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
 }

@@ -1,0 +1,288 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+func mustNew[K comparable](t testing.TB, opts ...executor.Option) *executor.Executor[K] {
+	t.Helper()
+	e, err := executor.New[K](opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := e.Close(context.Background()); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return e
+}
+
+// waitQuiet polls until the executor has no live mailbox.
+func waitQuiet[K comparable](t testing.TB, e *executor.Executor[K]) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for e.ActiveKeys() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("ActiveKeys() = %d after 5s; want 0 (stats %+v)", e.ActiveKeys(), e.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func checkStats[K comparable](t testing.TB, e *executor.Executor[K]) {
+	t.Helper()
+	s := e.Stats()
+	if got := s.Completed + s.Canceled + uint64(s.Queued) + uint64(s.Running); got != s.Submitted {
+		t.Errorf("Completed+Canceled+Queued+Running = %d; want Submitted = %d (%+v)", got, s.Submitted, s)
+	}
+}
+
+// TestDoManyTransfers moves money between 10 accounts with random
+// concurrent DoMany transfers mixed with single-key Do deposits and
+// withdrawals. Balances are plain ints: the race detector proves no account
+// is ever held twice at once, and the total proves nothing was lost.
+func TestDoManyTransfers(t *testing.T) {
+	for _, workers := range []int{1, 2, 16} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			e := mustNew[int](t, executor.WithWorkers(workers))
+			const accounts, transfers = 10, 1000
+			var balance [accounts]int
+			var inside [accounts]atomic.Int32
+			for i := range balance {
+				balance[i] = 1000
+			}
+			enter := func(keys ...int) {
+				for _, k := range keys {
+					if inside[k].Add(1) != 1 {
+						t.Errorf("account %d held twice", k)
+					}
+				}
+			}
+			leave := func(keys ...int) {
+				for _, k := range keys {
+					inside[k].Add(-1)
+				}
+			}
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			for i := range transfers {
+				wg.Go(func() {
+					r := rand.New(rand.NewPCG(uint64(i), 7))
+					a, b := r.IntN(accounts), r.IntN(accounts)
+					amount := r.IntN(100)
+					if i%5 == 0 {
+						// A single-key "audit" that must see no transfer half done.
+						if err := e.Do(ctx, a, func(context.Context) error {
+							enter(a)
+							defer leave(a)
+							balance[a] += 0
+							return nil
+						}); err != nil {
+							t.Errorf("Do: %v", err)
+						}
+						return
+					}
+					err := e.DoMany(ctx, []int{a, b, a}, func(context.Context) error {
+						if a == b {
+							enter(a)
+							defer leave(a)
+							return nil
+						}
+						enter(a, b)
+						defer leave(a, b)
+						balance[a] -= amount
+						balance[b] += amount
+						return nil
+					})
+					if err != nil {
+						t.Errorf("DoMany: %v", err)
+					}
+				})
+			}
+			wg.Wait()
+			total := 0
+			for _, v := range balance {
+				total += v
+			}
+			if total != accounts*1000 {
+				t.Errorf("total balance = %d; want %d", total, accounts*1000)
+			}
+			waitQuiet(t, e)
+			checkStats(t, e)
+		})
+	}
+}
+
+type point struct{ X, Y int }
+
+// TestDoManyAnyKeys holds keys of mixed dynamic types at once: no ordering
+// of K is needed, and opposite-order requests do not deadlock.
+func TestDoManyAnyKeys(t *testing.T) {
+	e := mustNew[any](t, executor.WithWorkers(2))
+	keys := []any{1, "one", point{1, 1}}
+	rev := []any{point{1, 1}, "one", 1}
+	var inside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Go(func() {
+			ks := keys
+			if i%2 == 1 {
+				ks = rev
+			}
+			err := e.DoMany(context.Background(), ks, func(context.Context) error {
+				if inside.Add(1) != 1 {
+					t.Error("two multi-key tasks on the same keys overlapped")
+				}
+				inside.Add(-1)
+				return nil
+			})
+			if err != nil {
+				t.Errorf("DoMany: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	waitQuiet(t, e)
+}
+
+func TestDoManyInput(t *testing.T) {
+	e := mustNew[string](t)
+	ctx := context.Background()
+	if err := e.DoMany(ctx, nil, func(context.Context) error { return nil }); !errors.Is(err, executor.ErrNoKeys) {
+		t.Errorf("DoMany(no keys) = %v; want ErrNoKeys", err)
+	}
+	if err := e.DoMany(ctx, []string{"a"}, nil); !errors.Is(err, executor.ErrNilFunc) {
+		t.Errorf("DoMany(nil fn) = %v; want ErrNilFunc", err)
+	}
+	ran := 0
+	if err := e.DoMany(ctx, []string{"a", "a", "b", "a"}, func(context.Context) error { ran++; return nil }); err != nil || ran != 1 {
+		t.Errorf("DoMany(duplicates) = %v, ran %d; want nil, 1", err, ran)
+	}
+}
+
+// TestDoManyCap: a key at its cap refuses the whole multi-key task and
+// leaves nothing queued on the other keys.
+func TestDoManyCap(t *testing.T) {
+	e := mustNew[string](t, executor.WithMaxQueuePerKey(1))
+	ctx := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	task, err := e.Submit(ctx, "b", func(context.Context) error { close(started); <-release; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	err = e.DoMany(ctx, []string{"a", "b", "c"}, func(context.Context) error { return nil })
+	var be *backpressure.BusyError
+	if !errors.As(err, &be) || be.Key != "b" || be.Limit != 1 {
+		t.Fatalf("DoMany on a full key = %v; want BusyError naming %q", err, "b")
+	}
+	for _, k := range []string{"a", "c"} {
+		for _, hk := range e.HotKeys(10) {
+			if hk.Key == k {
+				t.Errorf("key %q left pending %d after a refused DoMany", k, hk.Pending)
+			}
+		}
+	}
+	waitFor(t, func() bool { return e.ActiveKeys() == 1 }) // only b
+	close(release)
+	if err := task.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitQuiet(t, e)
+	checkStats(t, e)
+	if s := e.Stats(); s.Rejected != 1 || s.Submitted != 1 {
+		t.Errorf("Stats = %+v; want 1 submitted, 1 rejected", s)
+	}
+}
+
+// TestDoManyCancelPartial cancels a multi-key task granted on one key and
+// queued on another: both keys are freed at once.
+func TestDoManyCancelPartial(t *testing.T) {
+	e := mustNew[string](t, executor.WithWorkers(4))
+	bg := context.Background()
+	release := make(chan struct{})
+	started := make(chan struct{})
+	holder, _ := e.Submit(bg, "b", func(context.Context) error { close(started); <-release; return nil })
+	<-started
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() {
+		done <- e.DoMany(ctx, []string{"a", "b"}, func(context.Context) error {
+			t.Error("canceled DoMany ran")
+			return nil
+		})
+	}()
+	// Wait until the DoMany holds "a" (granted) and waits on "b".
+	waitFor(t, func() bool { return pendingOf(e, "a") == 1 && pendingOf(e, "b") == 2 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("DoMany = %v; want context.Canceled", err)
+	}
+	// "a" is free at once, while "b"'s holder still runs.
+	if err := e.Do(bg, "a", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if p := pendingOf(e, "b"); p != 1 {
+		t.Errorf("pending on b = %d; want 1", p)
+	}
+	close(release)
+	holder.Wait(bg)
+	waitQuiet(t, e)
+	checkStats(t, e)
+}
+
+func TestDoManyNested(t *testing.T) {
+	e := mustNew[string](t, executor.WithWorkers(1))
+	ctx := context.Background()
+	err := e.DoMany(ctx, []string{"a", "b"}, func(ctx context.Context) error {
+		if err := e.DoMany(ctx, []string{"b", "c"}, func(context.Context) error { return nil }); !errors.Is(err, executor.ErrReentrant) {
+			t.Errorf("nested DoMany on a held key = %v; want ErrReentrant", err)
+		}
+		return e.DoMany(ctx, []string{"c", "d"}, func(ctx context.Context) error {
+			return e.Do(ctx, "e", func(context.Context) error { return nil })
+		})
+	})
+	if err != nil {
+		t.Fatalf("nested DoMany on disjoint keys = %v; want nil", err)
+	}
+	re := mustNew[string](t, executor.WithWorkers(1), executor.WithReentrant())
+	ran := false
+	err = re.DoMany(ctx, []string{"a", "b"}, func(ctx context.Context) error {
+		return re.DoMany(ctx, []string{"b", "a"}, func(context.Context) error { ran = true; return nil })
+	})
+	if err != nil || !ran {
+		t.Errorf("reentrant DoMany = %v, ran=%v; want nil, true", err, ran)
+	}
+}
+
+func pendingOf[K comparable](e *executor.Executor[K], key K) int {
+	for _, hk := range e.HotKeys(1 << 20) {
+		if hk.Key == key {
+			return hk.Pending
+		}
+	}
+	return 0
+}
+
+func waitFor(t testing.TB, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 5s")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
