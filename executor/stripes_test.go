@@ -1,0 +1,98 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/perkey/perkey/executor"
+)
+
+// TestStripesOrderAndMemory: in striped mode every key keeps its order and
+// exclusivity, ActiveKeys counts busy stripes, and memory does not grow
+// with the number of distinct keys.
+func TestStripesOrderAndMemory(t *testing.T) {
+	const stripes = 8
+	e := mustNew[string](t, executor.WithStripes(stripes), executor.WithWorkers(4))
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	var inside sync.Map // key -> *atomic.Int32
+	for p := range 16 {
+		wg.Go(func() {
+			last := -1
+			key := fmt.Sprintf("k%d", p)
+			v, _ := inside.LoadOrStore(key, new(atomic.Int32))
+			in := v.(*atomic.Int32)
+			for i := range 200 {
+				err := e.Do(ctx, key, func(context.Context) error {
+					if in.Add(1) != 1 {
+						t.Errorf("key %s overlapped", key)
+					}
+					defer in.Add(-1)
+					if i != last+1 {
+						t.Errorf("key %s ran %d after %d", key, i, last)
+					}
+					last = i
+					return nil
+				})
+				if err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if got := e.ActiveKeys(); got > stripes {
+		t.Errorf("ActiveKeys() = %d; want at most %d stripes", got, stripes)
+	}
+	waitQuiet(t, e)
+
+	// 100,000 distinct keys come and go: the heap stays flat.
+	before := heapInUse()
+	for i := range 100_000 {
+		e.Do(ctx, fmt.Sprint(i), func(context.Context) error { return nil })
+	}
+	if grew := int64(heapInUse()) - int64(before); grew > 1<<20 {
+		t.Errorf("heap grew %d bytes over 100,000 keys in striped mode; want < 1 MiB", grew)
+	}
+	checkStats(t, e)
+}
+
+// TestStripesShareKeys: keys on one stripe are one key for re-entry and for
+// DoMany's duplicate removal, so holding two of them never deadlocks.
+func TestStripesShareKeys(t *testing.T) {
+	e := mustNew[int](t, executor.WithStripes(1), executor.WithWorkers(1))
+	ctx := context.Background()
+	ran := false
+	if err := e.DoMany(ctx, []int{1, 2, 3}, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
+		t.Fatalf("DoMany on one stripe = %v, ran=%v; want nil, true", err, ran)
+	}
+	err := e.Do(ctx, 1, func(ctx context.Context) error {
+		return e.Do(ctx, 2, func(context.Context) error { return nil })
+	})
+	if err != executor.ErrReentrant {
+		t.Errorf("nested Do on another key of the held stripe = %v; want ErrReentrant", err)
+	}
+	hot := make(chan struct{})
+	started := make(chan struct{})
+	task, _ := e.Submit(ctx, 7, func(context.Context) error { close(started); <-hot; return nil })
+	<-started
+	e.Submit(ctx, 8, func(context.Context) error { return nil })
+	if hk := e.HotKeys(5); len(hk) != 1 || hk[0].Pending != 2 {
+		t.Errorf("HotKeys = %+v; want one stripe with 2 pending", hk)
+	}
+	close(hot)
+	task.Wait(ctx)
+	waitQuiet(t, e)
+}
+
+func heapInUse() uint64 {
+	var ms runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
