@@ -1,0 +1,201 @@
+package metrics
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/perkey/perkey/executor"
+)
+
+// buckets are the bounds, in seconds, of both histograms: 1, 2.5, 5 per
+// decade from 10µs to 10s, which covers an in-memory critical section as
+// well as a slow remote call.
+var buckets = []float64{
+	10e-6, 25e-6, 50e-6,
+	100e-6, 250e-6, 500e-6,
+	1e-3, 2.5e-3, 5e-3,
+	10e-3, 25e-3, 50e-3,
+	100e-3, 250e-3, 500e-3,
+	1, 2.5, 5,
+	10,
+}
+
+// reasons are the rejection reasons whose counters New resolves up front.
+var reasons = [...]executor.Reason{
+	executor.ReasonKey, executor.ReasonGlobal, executor.ReasonDelay, executor.ReasonClosed,
+}
+
+// Collector counts the task events of the executors it observes and reads
+// their gauges when scraped. It implements executor.Observer,
+// executor.Attacher and prometheus.Collector; pass it to
+// executor.WithObserver and register it with a prometheus.Registerer.
+//
+// One Collector may observe several executors: counters and histograms
+// then add up their events, the active, queued and running gauges add up
+// their Stats, and perkey_key_pending_max is the largest MaxKeyPending
+// among them. Its Observer methods take no lock and do not allocate. It is
+// safe for concurrent use.
+type Collector struct {
+	submitted prometheus.Counter
+	completed prometheus.Counter
+	canceled  prometheus.Counter
+	panicked  prometheus.Counter
+	rejected  *prometheus.CounterVec
+	// byReason holds rejected's children, indexed by executor.Reason, so
+	// that TaskRejected needs no label lookup.
+	byReason [executor.ReasonClosed + 1]prometheus.Counter
+	wait     prometheus.Histogram
+	run      prometheus.Histogram
+
+	activeKeys *prometheus.Desc
+	queued     *prometheus.Desc
+	running    *prometheus.Desc
+	pendingMax *prometheus.Desc
+
+	mu     sync.Mutex        // protects gauges
+	gauges []executor.Gauges // attached executors
+}
+
+var (
+	_ executor.Observer    = (*Collector)(nil)
+	_ executor.Attacher    = (*Collector)(nil)
+	_ prometheus.Collector = (*Collector)(nil)
+)
+
+// New returns a Collector whose metric names start with namespace and an
+// underscore (no prefix if namespace is empty). namespace must be a valid
+// Prometheus name prefix, such as "perkey" or "billing_perkey"; an invalid
+// one makes registering the Collector fail.
+//
+// The wait and run histograms have buckets at 1, 2.5 and 5 per decade from
+// 10µs to 10s.
+func New(namespace string) *Collector {
+	counter := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: name, Help: help})
+	}
+	gauge := func(name, help string) *prometheus.Desc {
+		return prometheus.NewDesc(prometheus.BuildFQName(namespace, "", name), help, nil, nil)
+	}
+	histogram := func(name, help string) prometheus.Histogram {
+		return prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: name, Help: help, Buckets: buckets,
+		})
+	}
+	c := &Collector{
+		submitted: counter("tasks_submitted_total", "Tasks accepted."),
+		completed: counter("tasks_completed_total", "Tasks whose function returned, with or without an error, or panicked."),
+		canceled:  counter("tasks_canceled_total", "Accepted tasks that never ran: their context ended, or Close gave up."),
+		panicked:  counter("tasks_panicked_total", "Tasks whose function panicked (also counted as completed)."),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace,
+			Name:      "tasks_rejected_total",
+			Help:      "Submissions refused, by reason: key (per-key cap), global (executor cap), delay (queue delay), closed.",
+		}, []string{"reason"}),
+		wait: histogram("task_wait_seconds", "Time from a task's acceptance to its start."),
+		run:  histogram("task_run_seconds", "Time a task's function ran."),
+
+		activeKeys: gauge("active_keys", "Keys (or stripes) with a live mailbox now."),
+		queued:     gauge("tasks_queued", "Tasks accepted and not started."),
+		running:    gauge("tasks_running", "Tasks executing now."),
+		pendingMax: gauge("key_pending_max", "Pending tasks (queued + running) of the busiest key now."),
+	}
+	for _, r := range reasons {
+		c.byReason[r] = c.rejected.WithLabelValues(r.String())
+	}
+	return c
+}
+
+// Attach adds g to the executors whose gauges c reports; executor.New calls
+// it with the executor it builds. Attaching g twice counts it once.
+func (c *Collector) Attach(g executor.Gauges) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !slices.Contains(c.gauges, g) {
+		c.gauges = append(c.gauges, g)
+	}
+}
+
+// Detach stops c from reading g's gauges, so that a closed executor can be
+// freed while c lives on. Counts already made stay in the counters.
+func (c *Collector) Detach(g executor.Gauges) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.gauges = slices.DeleteFunc(c.gauges, func(o executor.Gauges) bool { return o == g })
+}
+
+// Describe sends the descriptors of every metric c exposes
+// (prometheus.Collector).
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	c.submitted.Describe(ch)
+	c.completed.Describe(ch)
+	c.canceled.Describe(ch)
+	c.panicked.Describe(ch)
+	c.rejected.Describe(ch)
+	c.wait.Describe(ch)
+	c.run.Describe(ch)
+	ch <- c.activeKeys
+	ch <- c.queued
+	ch <- c.running
+	ch <- c.pendingMax
+}
+
+// Collect sends the current value of every metric (prometheus.Collector).
+// The gauges are read from the attached executors now: Stats is cheap,
+// MaxKeyPending visits every live mailbox, as HotKeys(1) does.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	c.submitted.Collect(ch)
+	c.completed.Collect(ch)
+	c.canceled.Collect(ch)
+	c.panicked.Collect(ch)
+	c.rejected.Collect(ch)
+	c.wait.Collect(ch)
+	c.run.Collect(ch)
+
+	c.mu.Lock()
+	gauges := slices.Clone(c.gauges)
+	c.mu.Unlock()
+	var active, queued, running, pendingMax int
+	for _, g := range gauges { // not under mu: MaxKeyPending takes shard locks
+		s := g.Stats()
+		active += s.ActiveKeys
+		queued += s.Queued
+		running += s.Running
+		pendingMax = max(pendingMax, g.MaxKeyPending())
+	}
+	ch <- prometheus.MustNewConstMetric(c.activeKeys, prometheus.GaugeValue, float64(active))
+	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(queued))
+	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
+	ch <- prometheus.MustNewConstMetric(c.pendingMax, prometheus.GaugeValue, float64(pendingMax))
+}
+
+// TaskAccepted counts a submission (executor.Observer).
+func (c *Collector) TaskAccepted() { c.submitted.Inc() }
+
+// TaskRejected counts a refusal under its reason (executor.Observer).
+func (c *Collector) TaskRejected(r executor.Reason) {
+	if int(r) < len(c.byReason) && c.byReason[r] != nil {
+		c.byReason[r].Inc()
+		return
+	}
+	// A reason this package does not know yet: rare, so a lookup is fine.
+	c.rejected.WithLabelValues(r.String()).Inc()
+}
+
+// TaskStarted records how long a task waited in its queue (executor.Observer).
+func (c *Collector) TaskStarted(wait time.Duration) { c.wait.Observe(wait.Seconds()) }
+
+// TaskFinished records how long fn ran and counts the task as completed,
+// and as panicked if it did (executor.Observer).
+func (c *Collector) TaskFinished(run time.Duration, outcome executor.Outcome) {
+	c.run.Observe(run.Seconds())
+	c.completed.Inc()
+	if outcome == executor.Panicked {
+		c.panicked.Inc()
+	}
+}
+
+// TaskCanceled counts an accepted task that will never run (executor.Observer).
+func (c *Collector) TaskCanceled() { c.canceled.Inc() }

@@ -1,0 +1,33 @@
+// Package metrics exports an executor's activity to Prometheus.
+//
+// A Collector is both an executor.Observer, which counts task events as they
+// happen, and a prometheus.Collector, which reports those counts and reads
+// the executor's live gauges at scrape time:
+//
+//	m := metrics.New("perkey")
+//	e, err := executor.New[string](executor.WithObserver(m))
+//	...
+//	reg.MustRegister(m)
+//
+// With namespace "perkey" it exposes
+//
+//	perkey_active_keys                  gauge     keys with a live mailbox now
+//	perkey_tasks_queued                 gauge     tasks accepted and not started
+//	perkey_tasks_running                gauge     tasks executing now
+//	perkey_key_pending_max              gauge     pending tasks of the busiest key now
+//	perkey_tasks_submitted_total        counter   tasks accepted
+//	perkey_tasks_completed_total        counter   tasks whose fn returned or panicked
+//	perkey_tasks_rejected_total{reason} counter   submissions refused: key, global, delay, closed
+//	perkey_tasks_canceled_total         counter   accepted tasks that never ran
+//	perkey_tasks_panicked_total         counter   tasks whose fn panicked
+//	perkey_task_wait_seconds            histogram time from acceptance to start
+//	perkey_task_run_seconds             histogram time fn ran
+//
+// No metric has a key as a label: the number of series is fixed whatever
+// the key space. A hot key shows as perkey_key_pending_max close to the
+// per-key cap together with perkey_tasks_rejected_total{reason="key"}
+// rising; the debug package names it.
+//
+// The package owns no goroutine. It must never hold a lock, allocate or
+// block in an Observer method: the executor calls them on every task.
+package metrics
