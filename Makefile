@@ -1,0 +1,36 @@
+# Developer tasks for perkey. `make bench` compares perkey with its baselines
+# (see bench/doc.go); `make profile` writes the CPU profiles quoted in
+# BENCHMARKS.md.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+
+BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
+GOBIN_DIR ?= $(shell go env GOPATH)/bin
+BENCHSTAT := $(GOBIN_DIR)/benchstat
+
+# A full run is about 2 minutes per count on 2 cores, past go test's default
+# 10-minute timeout.
+BENCH_COUNT ?= 8
+BENCH_TIMEOUT ?= 60m
+
+.PHONY: bench benchstat profile
+
+bench: benchstat
+	go test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) -timeout $(BENCH_TIMEOUT) ./bench/ | tee bench.out
+	$(BENCHSTAT) bench.out
+	$(BENCHSTAT) -col /impl bench.out
+
+# benchstat is pinned; installing it again is a no-op once it is cached.
+benchstat:
+	GOBIN=$(GOBIN_DIR) go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+
+# CPU profiles of perkey's hot paths: cpu-<case>.prof, read with go tool pprof.
+profile:
+	go test -c -o bench.test ./bench/
+	./bench.test -test.run '^$$' -test.bench 'UncontendedDo/^impl=perkey$$' -test.cpuprofile cpu-uncontended.prof
+	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=1$$/^impl=perkey$$' -test.cpuprofile cpu-keys1.prof
+	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.cpuprofile cpu-keys100000.prof
+	for p in cpu-uncontended cpu-keys1 cpu-keys100000; do \
+		echo "== $$p"; go tool pprof -top -nodecount=10 bench.test $$p.prof; \
+	done

@@ -1,0 +1,66 @@
+// Package bench measures perkey's executor beside the code it replaces. It
+// holds only benchmarks; there is nothing to import.
+//
+// Every benchmark runs perkey and its peers as sub-benchmarks of one function,
+// named impl=NAME, so that one run compares them on the same machine at the
+// same moment. The peers are:
+//
+//   - impl=mutex: one global sync.Mutex around every task.
+//   - impl=mutexmap: a map[string]*sync.Mutex guarded by a sync.Mutex, an
+//     entry created on first use and never removed (the common hand-rolled
+//     per-key lock, which leaks one entry per key ever seen).
+//   - impl=locker: github.com/moby/locker, a map of reference-counted
+//     mutexes that deletes a key's entry when its last holder unlocks.
+//   - impl=keymutex: k8s.io/utils/keymutex.NewHashed(1024), 1,024 fixed
+//     mutexes that keys hash onto (unrelated keys can contend).
+//   - impl=actor: a goroutine and a buffered channel (16 slots) per key,
+//     created on first use and retired when the key drains; the registry is
+//     one map under one sync.Mutex. Do sends the task and waits on a reply
+//     channel; Submit only sends.
+//
+// Lock-based peers run the task inline on the calling goroutine, so for them
+// Submit is the same as Do. Every task is trivial (it bumps a per-key counter,
+// which doubles as a check that no update was lost) unless a benchmark says
+// otherwise; the executor is created and closed outside the timed region.
+//
+// What each benchmark measures:
+//
+//   - UncontendedDo: one goroutine, one idle key: the fixed cost of a call.
+//   - HotKey: 8 goroutines (b.SetParallelism) calling Do on one key.
+//   - SubmitThroughput/keys=N: 8 producers submit tasks round-robin over N
+//     keys and wait for all of them; perkey uses Submit (fire and forget) with
+//     WithWorkers(GOMAXPROCS). One b.N iteration is one task (the batch scales
+//     with b.N instead of being fixed at 1,000,000, which the default
+//     -benchtime=1s reaches anyway on fast paths), so ns/op is per task and
+//     tasks/s is b.N over the wall time.
+//   - Scaling64Producers: as SubmitThroughput over 100,000 keys, but 64
+//     producers calling Do synchronously.
+//   - Stripes: 8 goroutines calling Do over 100,000 keys: perkey in striped
+//     mode (WithStripes(1024)) against keymutex.NewHashed(1024), with dynamic
+//     perkey for reference.
+//   - ReferenceWorkload: 1,000 tasks of time.Sleep(1ms) over 50 keys from
+//     1,000 goroutines (perkey with WithWorkers(64)); impl=ideal is 50
+//     goroutines sleeping 20 times each. Reports ms/op.
+//   - BytesPerWaitingKey: heap and stack growth per key with one task
+//     waiting on each of 100,000 keys (perkey's only worker blocked; the
+//     actor's goroutines parked in their task). Reports B/key.
+//   - IdleMemory: after 1,000,000 distinct keys have come and gone, the heap
+//     retained (after GC) and the goroutines left, against the start.
+//
+// Run everything and compare implementations with
+//
+//	make bench
+//
+// which runs
+//
+//	go test -run '^$' -bench . -benchmem -count=8 ./bench/ | tee bench.out
+//	benchstat bench.out                  # one table per benchmark
+//	benchstat -col /impl bench.out       # implementations side by side, vs perkey
+//
+// benchstat is golang.org/x/perf/cmd/benchstat; the Makefile installs it.
+// Run one benchmark with, for example,
+//
+//	go test -run '^$' -bench 'SubmitThroughput/keys=16/' -benchmem ./bench/
+//
+// The numbers in BENCHMARKS.md at the repository root came from this package.
+package bench
