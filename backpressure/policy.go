@@ -3,8 +3,10 @@ package backpressure
 import "time"
 
 // Load is what the executor knows about a submission when it asks a Policy.
-// Key figures are for the submission's key (for a multi-key task, the key
-// being checked); a Limit of 0 means no cap.
+// It asks twice: once about the executor-wide cap (only TotalPending and
+// TotalLimit set, only when that cap is reached), then about the key (only
+// the key's figures set; for a multi-key task, once per key). A limit of 0
+// means no cap.
 type Load struct {
 	Pending      int           // tasks pending (queued + running) for the key
 	Limit        int           // the per-key cap
@@ -64,3 +66,47 @@ func (failFast) Decide(l Load) Verdict {
 	}
 	return Admit
 }
+
+type block struct{}
+
+// Block returns a policy that makes a submission at a cap wait for room
+// until its ctx ends (the call then returns ctx's error) or the executor
+// closes (ErrClosed). Submissions waiting on one key get room in FIFO order,
+// and a new submission never overtakes one already waiting; a waiter that
+// gives up leaves nothing behind. A DoMany that meets a full key retries with
+// a short backoff instead of waiting in line.
+func Block() Policy { return block{} }
+
+func (block) Decide(l Load) Verdict {
+	if l.Full() != 0 {
+		return Wait
+	}
+	return Admit
+}
+
+type maxQueueDelay struct{ d time.Duration }
+
+// MaxQueueDelay returns a policy that sheds load by queueing delay rather
+// than queue length: a new task for a key is rejected (ErrBusy, Scope
+// ScopeDelay) while that key's oldest queued task has waited longer than d.
+// A slow key is shed even below its length cap; a fast key with a long
+// queue is not. At a length cap it rejects, like FailFast.
+//
+// The signal is the head's sojourn time, CoDel's measure of a standing
+// queue: a burst that drains quickly never ages the head past d, while a
+// key whose service falls behind its arrivals does, and every task admitted
+// behind such a head would wait at least as long. Unlike CoDel it takes no
+// minimum over an interval and keeps no timer: a decision costs one clock
+// read, and it stops rejecting as soon as the head is young again. It keeps
+// FIFO order (adaptive LIFO would break per-key order). d <= 0 is treated
+// as 1ns.
+func MaxQueueDelay(d time.Duration) Policy { return maxQueueDelay{d: max(d, 1)} }
+
+func (p maxQueueDelay) Decide(l Load) Verdict {
+	if l.Full() != 0 || l.OldestWait > p.d {
+		return Reject
+	}
+	return Admit
+}
+
+func (maxQueueDelay) NeedsQueueAge() bool { return true }

@@ -32,52 +32,166 @@ func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error
 
 // reserve counts a submission against the executor-wide cap and against
 // Close: a submission either sees closed, or Close sees it pending (both
-// sides write, then read the other's word).
-func (e *Executor[K]) reserve(key K) error {
+// sides write, then read the other's word). At the cap the policy decides:
+// reject, or wait in the executor's FIFO waiting room.
+func (e *Executor[K]) reserve(ctx context.Context) error {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
 		e.unreserve()
 		return ErrClosed
 	}
-	if limit := e.cfg.maxPending; limit > 0 && n > int64(limit) {
-		e.unreserve()
-		return e.reject(&backpressure.BusyError{Key: nil, Scope: backpressure.ScopeGlobal,
-			Pending: int(n - 1), Limit: limit})
+	limit := e.cfg.maxPending
+	if limit == 0 || (n <= int64(limit) && e.gparked.Load() == 0) {
+		return nil
 	}
-	return nil
+	e.unreserve()
+	// Over the cap, or others wait ahead (no barging): the load is full.
+	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
+	if e.cfg.policy.Decide(load) == backpressure.Wait {
+		return e.parkGlobal(ctx)
+	}
+	return e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
+// unreserve gives back a reservation: to the first submission parked for
+// global room if there is one, else to Close's drain count.
 func (e *Executor[K]) unreserve() {
 	if e.pending.Add(-1) == 0 && e.closed.Load() {
 		e.drain()
 	}
+	if e.gparked.Load() > 0 {
+		e.handGlobal()
+	}
 }
 
-// admit asks the policy about one key, with m locked.
-func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) error {
-	limit := e.cfg.maxPerKey
-	if limit == 0 && !e.needsAge {
+// roomWaiter is a submission parked for global room.
+type roomWaiter struct {
+	ch   chan struct{} // closed when room is handed over
+	gone bool          // gave up; guarded by gmu
+}
+
+// parkGlobal waits for global room in FIFO order until ctx ends or the
+// executor closes. On success the caller holds a reservation.
+func (e *Executor[K]) parkGlobal(ctx context.Context) error {
+	w := &roomWaiter{ch: make(chan struct{})}
+	e.gmu.Lock()
+	e.gwait = append(e.gwait, w)
+	e.gparked.Add(1)
+	e.gmu.Unlock()
+	e.handGlobal() // room may have appeared before we were listed
+	select {
+	case <-w.ch:
+		if e.closed.Load() {
+			e.unreserve()
+			return ErrClosed
+		}
+		return nil
+	case <-ctx.Done():
+	case <-e.closing:
+	}
+	e.gmu.Lock()
+	select {
+	case <-w.ch: // handed room meanwhile: give it on
+		e.gmu.Unlock()
+		e.unreserve()
+	default:
+		w.gone = true
+		e.gparked.Add(-1)
+		e.gmu.Unlock()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return ErrClosed
+}
+
+// handGlobal hands free global room to parked submissions, oldest first.
+func (e *Executor[K]) handGlobal() {
+	e.gmu.Lock()
+	defer e.gmu.Unlock()
+	for len(e.gwait) > 0 {
+		w := e.gwait[0]
+		if !w.gone {
+			if e.pending.Load() >= int64(e.cfg.maxPending) {
+				return
+			}
+			e.pending.Add(1)
+			e.gparked.Add(-1)
+			close(w.ch)
+		}
+		e.gwait[0] = nil
+		e.gwait = e.gwait[1:]
+	}
+}
+
+// park waits, after the mailbox parked j, until j is admitted to the queue,
+// ctx ends or the executor closes; in the last two cases j leaves the
+// waiting room and was never accepted.
+func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox) error {
+	select {
+	case <-j.room:
+		e.accepted()
+		return nil
+	case <-ctx.Done():
+	case <-e.closing:
+	}
+	if !m.Unpark(j.mt.Entry()) {
+		e.accepted() // admitted meanwhile; the caller's wait sees ctx
 		return nil
 	}
+	e.unreserve()
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return ErrClosed
+}
+
+// pause sleeps d unless ctx ends or the executor closes first.
+func (e *Executor[K]) pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.closing:
+		return ErrClosed
+	}
+}
+
+// admit asks the policy about one key, with m locked. A Wait verdict is
+// honoured only at the key's cap (there is nothing else to wait for), and
+// Admit only below it.
+func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
+	limit := e.cfg.maxPerKey
+	if limit == 0 && !e.needsAge {
+		return backpressure.Admit, nil
+	}
+	// The global cap was settled by reserve; this load is about the key.
 	load := backpressure.Load{
-		Pending:      m.Pending(),
-		Limit:        limit,
-		TotalPending: int(e.pending.Load() - 1),
-		TotalLimit:   e.cfg.maxPending,
+		Pending: m.Pending() + m.Parked(), // parked ones are ahead: no barging
+		Limit:   limit,
 	}
 	if e.needsAge {
 		if h := m.Head(); h != nil {
 			load.OldestWait = time.Since(h.Work().(*job[K]).enq)
 		}
 	}
-	if e.cfg.policy.Decide(load) == backpressure.Admit && load.Full() == 0 {
-		return nil
+	v := e.cfg.policy.Decide(load)
+	full := load.Full() == backpressure.ScopeKey
+	switch {
+	case v == backpressure.Wait && full:
+		return backpressure.Wait, nil
+	case v != backpressure.Reject && !full:
+		return backpressure.Admit, nil
 	}
-	be := &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey, Pending: load.Pending, Limit: limit}
-	if load.Full() == 0 && e.needsAge {
+	be := &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey, Pending: load.Pending,
+		Limit: limit, Retry: m.ServiceTime()}
+	if !full {
 		be.Scope, be.Wait = backpressure.ScopeDelay, load.OldestWait
 	}
-	return be
+	return backpressure.Reject, be
 }
 
 // reject counts and logs a refusal; it returns err.

@@ -39,9 +39,14 @@ type Executor[K comparable] struct {
 
 	force       context.Context // canceled when Close gives up: running tasks see their ctx end
 	forceCancel context.CancelFunc
+	closing     chan struct{} // closed when Close starts
 	drained     chan struct{} // closed once closed and nothing is pending
-	drainOnce   sync.Once
-	stopOnce    sync.Once
+
+	gmu       sync.Mutex    // guards gwait
+	gwait     []*roomWaiter // submissions parked for global room, FIFO
+	gparked   atomic.Int32  // live entries in gwait
+	drainOnce sync.Once
+	stopOnce  sync.Once
 
 	submitted, completed, rejected, canceled, panicked atomic.Uint64
 	queued, running                                    atomic.Int64
@@ -78,7 +83,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 			return nil, err
 		}
 	}
-	e := &Executor[K]{cfg: cfg, drained: make(chan struct{})}
+	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{})}
 	e.log = cfg.logger.Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)
@@ -98,7 +103,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	}
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
-	e.router = router.New[K](e.runner, cfg.stripes)
+	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
 	if a, ok := e.obs.(Attacher); ok {
 		a.Attach(e)
 	}
@@ -155,16 +160,44 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	j := e.newJob(ctx, fn)
 	j.key = key
 	j.mt.Init(j, shared)
-	if err := e.reserve(key); err != nil {
+	ran, err := e.enter(ctx, j, outer, true)
+	switch {
+	case err != nil:
 		return err
+	case ran:
+		return j.err
 	}
-	m := e.router.Acquire(key)
-	if err := e.admit(m, key); err != nil {
+	return e.wait(ctx, j, outer)
+}
+
+// enter admits a single-key job and queues it, or, if inline is allowed,
+// the key is idle and a slot is free, runs it on the caller's goroutine (and
+// reports ran). An error means the job was never accepted.
+//
+// The inline run is the fast path of an uncontended Do: the caller would
+// block anyway, so it runs fn itself instead of paying a hand-off. It obeys
+// every rule a pooled run does: it takes an execution slot (its own task's,
+// if it is a nested call, else a free one), it holds the mailbox like a
+// drive loop would (so later submissions queue behind it in FIFO order), and
+// it goes through Run and Settle for ctx, panics and Stats.
+func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *job[K], inline bool) (ran bool, err error) {
+	if err := e.reserve(ctx); err != nil {
+		return false, err
+	}
+	m := e.router.Acquire(j.key)
+	v, err := e.admit(m, j.key)
+	switch v {
+	case backpressure.Reject:
 		m.Unlock()
 		e.unreserve()
-		return e.reject(err)
+		return false, e.reject(err)
+	case backpressure.Wait:
+		j.room = make(chan struct{})
+		m.Park(j.mt.Entry())
+		m.Unlock()
+		return false, e.park(ctx, j, m)
 	}
-	if m.CanHold(shared) {
+	if inline && m.CanHold(j.mt.Shared()) {
 		if slot := e.takeSlot(outer); slot != noSlot {
 			m.Hold(&j.mt)
 			e.accept(j)
@@ -175,7 +208,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 			j.mt.Finish()
 			e.giveSlot(outer, slot)
 			j.Settle()
-			return j.err
+			return true, nil
 		}
 	}
 	e.accept(j)
@@ -185,7 +218,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	if dispatch {
 		m.Dispatch()
 	}
-	return e.wait(ctx, j, outer)
+	return false, nil
 }
 
 // Submit queues fn on key and returns at once; the returned Task reports
@@ -203,21 +236,8 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	j := e.newJob(ctx, fn)
 	j.key = key
 	j.mt.Init(j, false)
-	if err := e.reserve(key); err != nil {
+	if _, err := e.enter(ctx, j, nil, false); err != nil {
 		return nil, err
-	}
-	m := e.router.Acquire(key)
-	if err := e.admit(m, key); err != nil {
-		m.Unlock()
-		e.unreserve()
-		return nil, e.reject(err)
-	}
-	e.accept(j)
-	dispatch := m.Enqueue(j.mt.Entry())
-	m.Unlock()
-	e.accepted()
-	if dispatch {
-		m.Dispatch()
 	}
 	e.watch(ctx, j)
 	return &j.Task, nil
@@ -260,12 +280,24 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	j := e.newJob(ctx, fn)
 	j.keys = keys
 	entries := j.mt.InitMany(j, len(keys))
-	if err := e.reserve(keys[0]); err != nil {
+	if err := e.reserve(ctx); err != nil {
 		return err
 	}
-	if err := e.enqueueMany(j, entries); err != nil {
-		e.unreserve()
-		return e.reject(err)
+	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
+		v, err := e.enqueueMany(j, entries)
+		if v == backpressure.Admit {
+			break
+		}
+		if v == backpressure.Wait {
+			// Waiting for room on several keys at once would need a
+			// waiting room spanning mailboxes; a DoMany polls instead.
+			entries = j.mt.InitMany(j, len(keys))
+			err = e.pause(ctx, backoff)
+		}
+		if err != nil {
+			e.unreserve()
+			return e.reject(err)
+		}
 	}
 	e.accepted()
 	return e.wait(ctx, j, outer)
@@ -284,14 +316,15 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 //
 // If a key is at its cap, the entries already queued are withdrawn and
 // nothing is left behind.
-func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) error {
+func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
 	e.multiMu.Lock()
 	var err error
+	v := backpressure.Admit
 	for i, k := range j.keys {
 		m := e.router.Acquire(k)
-		if err = e.admit(m, k); err != nil {
+		if v, err = e.admit(m, k); v != backpressure.Admit {
 			m.Unlock()
 			break
 		}
@@ -304,13 +337,13 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) error {
 		m.Unlock()
 	}
 	e.multiMu.Unlock()
-	if err != nil {
+	if v != backpressure.Admit {
 		j.mt.Cancel()
 	}
 	for _, m := range dispatch {
 		m.Dispatch()
 	}
-	return err
+	return v, err
 }
 
 // Call runs fn with Do and returns its value and error.
@@ -342,7 +375,9 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	if e.innermost(ctx) != nil {
 		return ErrReentrant
 	}
-	e.closed.Store(true)
+	if !e.closed.Swap(true) {
+		close(e.closing) // parked submitters leave with ErrClosed
+	}
 	if e.pending.Load() == 0 {
 		e.drain()
 	}

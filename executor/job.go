@@ -30,6 +30,15 @@ type job[K comparable] struct {
 	// 1 registered (stop is set), 2 ended.
 	af   atomic.Int32
 	stop func() bool
+
+	room chan struct{} // closed when a parked submission is admitted
+}
+
+// Admit is called, with the mailbox locked, when a parked job gets room
+// (mailbox.Work).
+func (j *job[K]) Admit() {
+	j.e.accept(j)
+	close(j.room)
 }
 
 func (j *job[K]) callerCtx() context.Context { return j.ctx.parent }
@@ -117,11 +126,8 @@ func (j *job[K]) Settle() {
 	if j.af.Swap(2) == 1 {
 		j.stop()
 	}
-	e := j.e
 	err := j.err
-	if e.pending.Add(-1) == 0 && e.closed.Load() {
-		e.drain()
-	}
+	j.e.unreserve()
 	j.end(err)
 }
 

@@ -1,6 +1,9 @@
 package mailbox
 
-import "sync"
+import (
+	"sync"
+	"time"
+)
 
 // Owner is told when a mailbox goes idle (nothing queued, held or driven) or
 // busy again. Both are called with the mailbox's lock held.
@@ -22,13 +25,26 @@ type Mailbox struct {
 	driven     bool  // a drive loop is scheduled or running
 	run        func()
 
+	// The waiting room: submissions parked until the queue has room
+	// (backpressure.Block). They are not pending; FIFO among themselves.
+	parkHead, parkTail *Entry
+	parked             int
+	limit              int // room: at most limit pending; 0 = no cap
+
+	// Service-rate estimate for retry hints, kept only while a queue stands:
+	// served tasks finished since busySince (unix ns; 0 = no queue yet).
+	busySince int64
+	served    int
+
 	// Slot is free for the owner (the router keeps the key's index here).
 	Slot int
 }
 
-// Init prepares m to live under lock mu, run on r and retire through o.
-func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner) {
-	m.mu, m.r, m.owner = mu, r, o
+// Init prepares m to live under lock mu, run on r and retire through o,
+// with room for limit pending tasks (0 = no cap) when submissions park.
+func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
+	m.mu, m.r, m.owner, m.limit = mu, r, o, limit
+	m.busySince, m.served = 0, 0
 	if m.run == nil {
 		m.run = func() { r.loop(item{m: m}) }
 	}
@@ -43,8 +59,79 @@ func (m *Mailbox) Unlock() { m.unlockRetire() }
 // Pending is the number of tasks queued or holding (locked).
 func (m *Mailbox) Pending() int { return m.pending }
 
-// Idle reports whether nothing is queued, held or driven (locked).
-func (m *Mailbox) Idle() bool { return m.pending == 0 && !m.driven }
+// Parked is the number of submissions waiting for room (locked).
+func (m *Mailbox) Parked() int { return m.parked }
+
+// Idle reports whether nothing is queued, held, parked or driven (locked).
+func (m *Mailbox) Idle() bool { return m.pending == 0 && m.parked == 0 && !m.driven }
+
+// ServiceTime estimates how long the key takes per task lately, from the
+// tasks it finished while a queue stood; 0 means no estimate (locked).
+func (m *Mailbox) ServiceTime() time.Duration {
+	if m.busySince == 0 {
+		return 0
+	}
+	busy := time.Duration(time.Now().UnixNano() - m.busySince)
+	if m.served == 0 {
+		return busy // nothing finished yet: at least this long
+	}
+	return busy / time.Duration(m.served)
+}
+
+// Park puts e in the waiting room until the queue has room; its task's
+// Admit is called when it enters the queue (locked).
+func (m *Mailbox) Park(e *Entry) {
+	e.m = m
+	e.parked = true
+	e.next = nil
+	e.prev = m.parkTail
+	if m.parkTail != nil {
+		m.parkTail.next = e
+	} else {
+		m.parkHead = e
+	}
+	m.parkTail = e
+	m.parked++
+}
+
+// Unpark takes e out of the waiting room if it is still there, and reports
+// whether it was; false means it was admitted meanwhile.
+func (m *Mailbox) Unpark(e *Entry) bool {
+	m.mu.Lock()
+	was := e.parked
+	if was {
+		m.unpark(e)
+	}
+	m.unlockRetire()
+	return was
+}
+
+func (m *Mailbox) unpark(e *Entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		m.parkHead = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		m.parkTail = e.prev
+	}
+	e.prev, e.next = nil, nil
+	e.parked = false
+	m.parked--
+}
+
+// promote admits parked submissions while there is room (locked); the
+// caller then calls wake, as after any change to the queue.
+func (m *Mailbox) promote() {
+	for m.parkHead != nil && (m.limit == 0 || m.pending < m.limit) {
+		e := m.parkHead
+		m.unpark(e)
+		e.t.work.Admit()
+		m.link(e)
+	}
+}
 
 // Head returns the oldest queued task, or nil (locked).
 func (m *Mailbox) Head() *Task {
@@ -85,6 +172,15 @@ func (m *Mailbox) Hold(t *Task) {
 // mailbox now needs a drive loop; if so the caller must call Dispatch after
 // unlocking.
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
+	m.link(e)
+	return m.wake()
+}
+
+// link appends e at the tail of the queue (locked).
+func (m *Mailbox) link(e *Entry) {
+	if m.head != nil && m.busySince == 0 {
+		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
+	}
 	e.m = m
 	e.queued = true
 	e.next = nil
@@ -96,7 +192,6 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	}
 	m.tail = e
 	m.pending++
-	return m.wake()
 }
 
 // Dispatch schedules m's drive loop; call after Enqueue said so, unlocked.
@@ -152,7 +247,7 @@ func (m *Mailbox) wake() bool {
 // after it retires.
 func (m *Mailbox) unlockRetire() {
 	mu := m.mu
-	if m.pending == 0 && !m.driven {
+	if m.pending == 0 && !m.driven && m.parked == 0 {
 		m.owner.Retire(m)
 	}
 	mu.Unlock()
@@ -217,6 +312,8 @@ func (m *Mailbox) drive(budget int) *Task {
 		m.mu.Lock()
 		m.unhold(e)
 		m.pending--
+		m.finished()
+		m.promote()
 		t.finish()
 		done = t
 	}
@@ -242,6 +339,22 @@ func (m *Mailbox) grantReaders() bool {
 		}
 	}
 	return more
+}
+
+// finished counts a finished task toward the service-rate estimate, which
+// decays so that it follows recent tasks (locked).
+func (m *Mailbox) finished() {
+	if m.busySince == 0 {
+		return
+	}
+	if m.served++; m.served == 64 {
+		now := time.Now().UnixNano()
+		m.busySince = now - (now-m.busySince)/2
+		m.served = 32
+	}
+	if m.head == nil {
+		m.busySince, m.served = 0, 0 // the queue drained
+	}
 }
 
 func settle(t *Task) {

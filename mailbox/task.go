@@ -22,6 +22,9 @@ type Work interface {
 	// Settle is called once, after Run or after a successful Cancel, when
 	// no mailbox refers to the task any more. It wakes the task's waiters.
 	Settle()
+	// Admit is called, with the mailbox locked, when a parked submission
+	// (see Mailbox.Park) gets room and enters the queue. It must not block.
+	Admit()
 }
 
 // Task is the unit a mailbox schedules. The zero Task is not usable: call
@@ -42,6 +45,7 @@ type Entry struct {
 	t          *Task
 	queued     bool // linked in m's queue; guarded by m's lock
 	held       bool // m has granted t; guarded by m's lock
+	parked     bool // linked in m's waiting room; guarded by m's lock
 }
 
 // Init prepares t for a single-key submission.
@@ -137,6 +141,7 @@ func (e *Entry) release() {
 		return
 	}
 	m.pending--
+	m.promote()
 	wake := m.wake()
 	m.unlockRetire()
 	if wake {

@@ -16,6 +16,7 @@ type Router[K comparable] struct {
 	shards  []shard[K]  // dynamic mode
 	stripes []stripe[K] // striped mode
 	runner  *mailbox.Runner
+	limit   int          // per-key room for parked submissions
 	live    atomic.Int64 // mailboxes (or stripes) that are not idle
 	free    sync.Pool    // retired *mailbox.Mailbox, for reuse
 }
@@ -42,17 +43,18 @@ type stripe[K comparable] struct {
 	r    *Router[K]
 }
 
-// New returns a router whose mailboxes run on r. With stripes > 0 it is a
+// New returns a router whose mailboxes run on r and give parked submissions
+// room up to limit pending tasks per key (0 = no cap). With stripes > 0 it is a
 // fixed table of that many mailboxes; otherwise mailboxes come and go with
 // their keys.
-func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
-	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r}
+func New[K comparable](r *mailbox.Runner, stripes, limit int) *Router[K] {
+	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r, limit: limit}
 	if stripes > 0 {
 		rt.stripes = make([]stripe[K], stripes)
 		for i := range rt.stripes {
 			s := &rt.stripes[i]
 			s.r = rt
-			s.mb.Init(&s.mu, r, s)
+			s.mb.Init(&s.mu, r, s, limit)
 			s.mb.Slot = i
 		}
 		return rt
@@ -115,7 +117,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n = new(node[K])
 		}
 		n.key, n.s = key, s
-		n.mb.Init(&s.mu, rt.runner, n)
+		n.mb.Init(&s.mu, rt.runner, n, rt.limit)
 		s.m[key] = n
 		rt.live.Add(1)
 	}

@@ -1,0 +1,226 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// TestBlockFIFO: with Block, submissions at a key's cap wait and get room
+// in the order they arrived; none is refused.
+func TestBlockFIFO(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[string](executor.WithMaxQueuePerKey(2), executor.WithPolicy(backpressure.Block()))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		release := make(chan struct{})
+		var order []int
+		var mu sync.Mutex
+		run := func(i int) func(context.Context) error {
+			return func(context.Context) error {
+				<-release
+				mu.Lock()
+				order = append(order, i)
+				mu.Unlock()
+				return nil
+			}
+		}
+		var wg sync.WaitGroup
+		for i := range 6 {
+			wg.Go(func() {
+				if err := e.Do(bg, "k", run(i)); err != nil {
+					t.Errorf("Do %d: %v", i, err)
+				}
+			})
+			synctest.Wait() // i is queued or parked before i+1 arrives
+		}
+		if s := e.Stats(); s.Submitted != 2 || s.Rejected != 0 {
+			t.Errorf("Stats = %+v; want 2 accepted, 4 parked, none rejected", s)
+		}
+		close(release)
+		wg.Wait()
+		for i, v := range order {
+			if v != i {
+				t.Fatalf("order = %v; want 0..5", order)
+			}
+		}
+	})
+}
+
+// TestBlockCancelLeavesNothing: a parked submission whose ctx ends returns
+// ctx's error, was never accepted, and does not hold back the one behind it.
+func TestBlockCancelLeavesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[string](executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block()))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		release := make(chan struct{})
+		go e.Do(bg, "k", func(context.Context) error { <-release; return nil })
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(bg)
+		parked := make(chan error, 1)
+		go func() {
+			parked <- e.Do(ctx, "k", func(context.Context) error { t.Error("canceled waiter ran"); return nil })
+		}()
+		synctest.Wait()
+		third := make(chan error, 1)
+		go func() { third <- e.Do(bg, "k", func(context.Context) error { return nil }) }()
+		synctest.Wait()
+		cancel()
+		if err := <-parked; !errors.Is(err, context.Canceled) {
+			t.Errorf("parked Do = %v; want context.Canceled", err)
+		}
+		close(release)
+		if err := <-third; err != nil {
+			t.Errorf("third Do = %v; want nil", err)
+		}
+		synctest.Wait()
+		s := e.Stats()
+		if s.Submitted != 2 || s.Canceled != 0 || s.ActiveKeys != 0 {
+			t.Errorf("Stats = %+v; want 2 submitted, 0 canceled, 0 active keys", s)
+		}
+	})
+}
+
+// TestBlockGlobal: Block also waits at WithMaxPending, across keys, and
+// Close sends parked submitters away with ErrClosed.
+func TestBlockGlobal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[int](executor.WithMaxPending(2), executor.WithPolicy(backpressure.Block()))
+		bg := context.Background()
+		release := make(chan struct{})
+		for k := range 2 {
+			go e.Do(bg, k, func(context.Context) error { <-release; return nil })
+		}
+		synctest.Wait()
+		got := make(chan error, 2)
+		go func() { got <- e.Do(bg, 7, func(context.Context) error { return nil }) }()
+		synctest.Wait()
+		if s := e.Stats(); s.Submitted != 2 {
+			t.Fatalf("Submitted = %d; want 2 with the third parked", s.Submitted)
+		}
+		close(release)
+		if err := <-got; err != nil {
+			t.Errorf("parked Do = %v; want nil once room appears", err)
+		}
+		// Fill again, park one, and close.
+		block := make(chan struct{})
+		for k := range 2 {
+			go e.Do(bg, k, func(context.Context) error { <-block; return nil })
+		}
+		synctest.Wait()
+		go func() { got <- e.Do(bg, 9, func(context.Context) error { return nil }) }()
+		synctest.Wait()
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close(bg) }()
+		if err := <-got; !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("parked Do at Close = %v; want ErrClosed", err)
+		}
+		close(block)
+		if err := <-closed; err != nil {
+			t.Errorf("Close = %v", err)
+		}
+	})
+}
+
+// TestMaxQueueDelay: a slow key is shed once its oldest queued task has
+// waited longer than d, even far below its length cap; a fast key with a
+// long queue is not.
+func TestMaxQueueDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[string](executor.WithWorkers(4), executor.WithMaxQueuePerKey(1000),
+			executor.WithPolicy(backpressure.MaxQueueDelay(10*time.Millisecond)))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		// Slow key: 20 ms per task; after the head has waited 10 ms, shed.
+		for range 3 {
+			if _, err := e.Submit(bg, "slow", func(context.Context) error { time.Sleep(20 * time.Millisecond); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(15 * time.Millisecond)
+		_, err := e.Submit(bg, "slow", func(context.Context) error { return nil })
+		var be *backpressure.BusyError
+		if !errors.As(err, &be) || be.Scope != backpressure.ScopeDelay || be.Wait <= 10*time.Millisecond {
+			t.Fatalf("Submit on a slow key = %v; want a delay BusyError", err)
+		}
+		if be.RetryAfter() <= 0 {
+			t.Errorf("RetryAfter = %v; want an estimate > 0", be.RetryAfter())
+		}
+		// Fast key: 100 queued tasks of 10 µs: the head never ages past d.
+		for i := range 100 {
+			if _, err := e.Submit(bg, "fast", func(context.Context) error { time.Sleep(10 * time.Microsecond); return nil }); err != nil {
+				t.Fatalf("Submit %d on a fast key: %v", i, err)
+			}
+		}
+		synctest.Wait()
+	})
+}
+
+// TestRetryAfter: a key at its cap suggests a retry delay near one task's
+// service time, measured while its queue stood.
+func TestRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[string](executor.WithMaxQueuePerKey(4))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		for range 4 {
+			e.Submit(bg, "k", func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
+		}
+		time.Sleep(25 * time.Millisecond) // two finished while a queue stood
+		for range 2 {
+			if _, err := e.Submit(bg, "k", func(context.Context) error { return nil }); err != nil {
+				t.Fatalf("Submit with room: %v", err)
+			}
+		}
+		_, err := e.Submit(bg, "k", func(context.Context) error { return nil })
+		var be *backpressure.BusyError
+		if !errors.As(err, &be) {
+			t.Fatalf("Submit at cap = %v; want BusyError", err)
+		}
+		if got := be.RetryAfter(); got < 5*time.Millisecond || got > 20*time.Millisecond {
+			t.Errorf("RetryAfter = %v; want about one 10ms task", got)
+		}
+		synctest.Wait()
+	})
+}
+
+// everyOther rejects every second submission: a custom policy.
+type everyOther struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (p *everyOther) Decide(l backpressure.Load) backpressure.Verdict {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.n++; p.n%2 == 0 {
+		return backpressure.Reject
+	}
+	return backpressure.Admit
+}
+
+// TestCustomPolicyEveryOther: a stateful user policy sheds below the caps.
+func TestCustomPolicyEveryOther(t *testing.T) {
+	p := &everyOther{}
+	e := newExec[string](t, executor.WithMaxQueuePerKey(100), executor.WithPolicy(p))
+	bg := context.Background()
+	var busy int
+	for range 10 {
+		if err := e.Do(bg, "k", func(context.Context) error { return nil }); errors.Is(err, executor.ErrBusy) {
+			busy++
+		}
+	}
+	if busy != 5 {
+		t.Errorf("rejections = %d; want 5", busy)
+	}
+	if s := e.Stats(); s.Rejected != 5 || s.Submitted != 5 {
+		t.Errorf("Stats = %+v; want 5 rejected, 5 submitted", s)
+	}
+}
