@@ -69,18 +69,12 @@ func (j *job[K]) Run() {
 		e.abandon(j, err)
 		return
 	}
-	var wait time.Duration
-	if e.obs != nil {
-		wait = time.Since(j.enq)
-	}
 	e.queued.Add(-1)
 	e.running.Add(1)
-	if e.obs != nil {
-		e.obs.TaskStarted(wait)
-	}
 	var start time.Time
 	if e.obs != nil {
-		start = time.Now()
+		start = time.Now() // one clock read for both the wait and the run
+		e.obs.TaskStarted(start.Sub(j.enq))
 	}
 	j.ctx.start()
 	err, panicked := j.call()
