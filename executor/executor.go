@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -153,7 +154,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	outer := e.innermost(ctx)
 	if outer != nil && e.held(ctx, key) {
 		if e.cfg.reentrant {
-			return fn(ctx)
+			return e.inline(ctx, fn, zap.Any("key", key))
 		}
 		return ErrReentrant
 	}
@@ -221,6 +222,22 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *job[K], inlin
 	return false, nil
 }
 
+// inline runs the fn of a nested call on keys its task already holds
+// (WithReentrant) at once, on the caller's goroutine. A panic is recovered
+// into a *PanicError and logged with the key, as for any other run, so it
+// never unwinds through the task that made the call. The call is part of
+// that task and has no Stats of its own.
+func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			err = pe
+			e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	return fn(ctx)
+}
+
 // Submit queues fn on key and returns at once; the returned Task reports
 // its end. Ordering, ctx and panics are as for Do: a Task whose ctx ends
 // before it starts gives its place back at once and never runs.
@@ -269,7 +286,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		}
 		switch {
 		case held == len(keys) && e.cfg.reentrant:
-			return fn(ctx)
+			return e.inline(ctx, fn, zap.Any("keys", keys))
 		case held > 0:
 			return ErrReentrant
 		}
@@ -410,10 +427,11 @@ func (e *Executor[K]) giveUp() {
 		m.Each(func(t *mailbox.Task) { queued = append(queued, t) })
 	})
 	for _, t := range queued {
-		if t.Cancel() {
-			e.queued.Add(-1)
-			e.abandon(t.Work().(*job[K]), ErrClosed)
-		}
+		// cancel also settles the task, so its Wait returns and the drain
+		// that Close waits for counts it. (A multi-key task queued in
+		// several mailboxes is listed once per mailbox; cancel is a no-op
+		// the second time.)
+		e.cancel(t.Work().(*job[K]), ErrClosed)
 	}
 }
 

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,7 +14,10 @@ import (
 	"time"
 
 	"github.com/alitto/pond/v2"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -829,4 +833,974 @@ func TestCustomPolicy(t *testing.T) {
 		t.Errorf("Stats: got %+v; want Rejected 1, Submitted 0", s)
 	}
 	waitIdle(t, e)
+}
+
+// ---------------------------------------------------------------------------
+// 6. Context
+
+// caller is one way of submitting a task and waiting for it.
+type caller struct {
+	name string
+	call func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error
+}
+
+var callers = []caller{
+	{"Do", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.Do(ctx, key, fn)
+	}},
+	{"DoShared", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.DoShared(ctx, key, fn)
+	}},
+	{"DoMany", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.DoMany(ctx, []string{key, key + "'"}, fn)
+	}},
+	{"Submit+Wait", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		task, err := e.Submit(ctx, key, fn)
+		if err != nil {
+			return err
+		}
+		return task.Wait(context.Background())
+	}},
+	{"Call", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		_, err := executor.Call(ctx, e, key, func(ctx context.Context) (int, error) { return 7, fn(ctx) })
+		return err
+	}},
+}
+
+// TestContextQueuedCanceled: a task whose ctx ends while it is queued never
+// runs, its call returns ctx's error at once (while the key is still held),
+// and the key's next task does not wait for it.
+func TestContextQueuedCanceled(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(4))
+			g, _ := block(t, e, "k")
+			ctx, cancel := context.WithCancel(context.Background())
+			var ran atomic.Bool
+			done := make(chan error, 1)
+			go func() { done <- c.call(e, ctx, "k", func(context.Context) error { ran.Store(true); return nil }) }()
+			eventually(t, "the task to queue", func() bool { return e.Stats().Queued == 1 })
+			next, err := e.Submit(context.Background(), "k", nop)
+			if err != nil {
+				t.Fatalf("Submit next: got %v; want nil", err)
+			}
+			cancel()
+			// The blocker still holds "k": the call must return without it.
+			if err := recv(t, "the canceled call to return", done); !errors.Is(err, ctx.Err()) || !errors.Is(err, context.Canceled) {
+				t.Errorf("canceled call: got %v; want errors.Is(err, %v)", err, ctx.Err())
+			}
+			if s := e.Stats(); s.Canceled != 1 || s.Queued != 1 || !balanced(s) {
+				t.Errorf("Stats after the cancel: got %+v; want Canceled 1, Queued 1 (the next task), balanced", s)
+			}
+			g.open()
+			if err := next.Wait(context.Background()); err != nil {
+				t.Errorf("next task: got %v; want nil", err)
+			}
+			if ran.Load() {
+				t.Errorf("the canceled task ran; want it never to run")
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestContextGivesPlaceBack: a canceled queued task stops counting against
+// the per-key cap at once.
+func TestContextGivesPlaceBack(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(3))
+	g, _ := block(t, e, "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := e.Submit(ctx, "k", func(context.Context) error { t.Error("canceled task ran"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Submit(context.Background(), "k", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(context.Background(), "k", nop); !errors.Is(err, executor.ErrBusy) {
+		t.Fatalf("Submit on a full key: got %v; want ErrBusy", err)
+	}
+	cancel()
+	<-a.Done()
+	if err := a.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled task's Wait: got %v; want %v", err, context.Canceled)
+	}
+	if hot := e.HotKeys(1); len(hot) != 1 || hot[0].Pending != 2 {
+		t.Errorf("HotKeys after the cancel: got %v; want [{k 2}]", hot)
+	}
+	c, err := e.Submit(context.Background(), "k", nop)
+	if err != nil {
+		t.Errorf("Submit into the freed place: got %v; want nil", err)
+	}
+	g.open()
+	for _, task := range []*executor.Task{b, c} {
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait: got %v; want nil", err)
+		}
+	}
+	waitIdle(t, e)
+}
+
+// TestContextAlreadyEnded: a call whose ctx already ended is refused with
+// ctx's error and counts nowhere.
+func TestContextAlreadyEnded(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, ctx := range []context.Context{canceled, expired} {
+		for _, c := range callers {
+			t.Run(fmt.Sprintf("%s/%v", c.name, ctx.Err()), func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(2))
+				err := c.call(e, ctx, "k", func(context.Context) error { t.Error("fn ran"); return nil })
+				if !errors.Is(err, ctx.Err()) {
+					t.Errorf("got %v; want %v", err, ctx.Err())
+				}
+				if s := e.Stats(); s != (executor.Stats{}) {
+					t.Errorf("Stats: got %+v; want all zero", s)
+				}
+			})
+		}
+	}
+}
+
+type ctxKey struct{}
+
+// TestContextDerived: fn's ctx carries the caller's values and deadline and
+// is canceled with the caller's ctx.
+func TestContextDerived(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(2))
+			deadline := time.Now().Add(time.Hour)
+			parent, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, "v"), deadline)
+			defer cancel()
+			err := c.call(e, parent, "k", func(ctx context.Context) error {
+				if got := ctx.Value(ctxKey{}); got != "v" {
+					t.Errorf("ctx.Value: got %v; want v", got)
+				}
+				if got, ok := ctx.Deadline(); !ok || !got.Equal(deadline) {
+					t.Errorf("ctx.Deadline: got %v, %v; want %v, true", got, ok, deadline)
+				}
+				if err := ctx.Err(); err != nil {
+					t.Errorf("ctx.Err while running: got %v; want nil", err)
+				}
+				cancel()
+				select {
+				case <-ctx.Done():
+				case <-time.After(patience):
+					t.Fatalf("fn's ctx was not canceled with the caller's")
+				}
+				if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+					t.Errorf("ctx.Err after the caller's cancel: got %v; want %v", err, context.Canceled)
+				}
+				return errTask
+			})
+			// Once fn has started, the call waits for it and returns its error.
+			if !errors.Is(err, errTask) {
+				t.Errorf("got %v; want fn's error %v", err, errTask)
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestContextWaitsForRunningFn: if ctx ends while fn runs, Do does not
+// return before fn does.
+func TestContextWaitsForRunningFn(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, err := executor.New[string](executor.WithWorkers(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				ctx, cancel := context.WithCancel(context.Background())
+				started, proceed := make(chan struct{}), make(chan struct{})
+				done := make(chan error, 1)
+				go func() {
+					done <- c.call(e, ctx, "k", func(ctx context.Context) error {
+						close(started)
+						<-ctx.Done()
+						<-proceed
+						return errTask
+					})
+				}()
+				<-started
+				cancel()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("call returned %v while fn was still running; want it to wait", err)
+				default:
+				}
+				close(proceed)
+				if err := <-done; !errors.Is(err, errTask) {
+					t.Errorf("got %v; want fn's error %v", err, errTask)
+				}
+			})
+		})
+	}
+}
+
+// TestContextDeadline uses the fake clock: a task queued behind a busy key
+// with a 10 ms timeout gives up after exactly 10 ms.
+func TestContextDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		release := make(chan struct{})
+		if _, err := e.Submit(context.Background(), "k", func(context.Context) error { <-release; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err = e.Do(ctx, "k", func(context.Context) error { t.Error("fn ran"); return nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Do: got %v; want %v", err, context.DeadlineExceeded)
+		}
+		if got := time.Since(start); got != 10*time.Millisecond {
+			t.Errorf("Do gave up after %v; want 10ms", got)
+		}
+		task, err := e.Submit(context.Background(), "k", nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Wait whose own ctx ends returns ctx's error and leaves the task be.
+		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer wcancel()
+		if err := task.Wait(wctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait with an expiring ctx: got %v; want %v", err, context.DeadlineExceeded)
+		}
+		close(release)
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait after the key freed: got %v; want nil (the task is unaffected by a waiter giving up)", err)
+		}
+		if s := e.Stats(); s.Canceled != 1 || s.Completed != 2 || !balanced(s) {
+			t.Errorf("Stats: got %+v; want Canceled 1, Completed 2, balanced", s)
+		}
+	})
+}
+
+// ---------------------------------------------------------------------------
+// 7. Panics
+
+func TestPanic(t *testing.T) {
+	sentinel := errors.New("sentinel")
+	values := []struct {
+		name  string
+		value any
+	}{
+		{"string", "boom"},
+		{"error", sentinel},
+		{"int", 42},
+	}
+	for _, c := range callers {
+		for _, v := range values {
+			t.Run(c.name+"/"+v.name, func(t *testing.T) {
+				core, logs := observer.New(zapcore.DebugLevel)
+				e := newExec[string](t, executor.WithWorkers(2), executor.WithLogger(zap.New(core)))
+				err := c.call(e, context.Background(), "k", func(context.Context) error { panic(v.value) })
+				var pe *executor.PanicError
+				if !errors.As(err, &pe) {
+					t.Fatalf("got %v (%T); want a *PanicError", err, err)
+				}
+				if pe.Value != v.value {
+					t.Errorf("PanicError.Value: got %v; want %v", pe.Value, v.value)
+				}
+				if len(pe.Stack) == 0 || !bytes.Contains(pe.Stack, []byte("executor_test")) {
+					t.Errorf("PanicError.Stack: got %q; want the panicking goroutine's stack", pe.Stack)
+				}
+				if v.value == sentinel && !errors.Is(err, sentinel) {
+					t.Errorf("errors.Is(%v, sentinel): got false; want true", err)
+				}
+				// Logged, and counted, by the time the call returns.
+				entries := logs.FilterLevelExact(zapcore.ErrorLevel).All()
+				if len(entries) != 1 {
+					t.Fatalf("error-level log entries: got %d; want 1 (%v)", len(entries), logs.All())
+				}
+				fields := entries[0].ContextMap()
+				key, hasKey := fields["key"]
+				keys, hasKeys := fields["keys"]
+				if !(hasKey && key == "k") && !(hasKeys && fmt.Sprint(keys) == "[k k']") {
+					t.Errorf("panic log fields: got %v; want the key k", fields)
+				}
+				if s := e.Stats(); s.Panicked != 1 || s.Completed != 1 || !balanced(s) {
+					t.Errorf("Stats: got %+v; want Panicked 1, Completed 1, balanced", s)
+				}
+				// The key's next task runs normally.
+				if err := c.call(e, context.Background(), "k", nop); err != nil {
+					t.Errorf("next task: got %v; want nil", err)
+				}
+				waitIdle(t, e)
+			})
+		}
+	}
+}
+
+// TestPanicQueued: a panic in a pooled task (not the inline fast path)
+// leaves the mailbox running its queue.
+func TestPanicQueued(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(1), executor.WithThroughput(2))
+	g, _ := block(t, e, "k")
+	var tasks []*executor.Task
+	var ran atomic.Int64
+	for i := range 10 {
+		task, err := e.Submit(context.Background(), "k", func(context.Context) error {
+			ran.Add(1)
+			if i%2 == 0 {
+				panic(i)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	g.open()
+	for i, task := range tasks {
+		err := task.Wait(context.Background())
+		var pe *executor.PanicError
+		if i%2 == 0 && (!errors.As(err, &pe) || pe.Value != i) {
+			t.Errorf("task %d: got %v; want a *PanicError with value %d", i, err, i)
+		}
+		if i%2 == 1 && err != nil {
+			t.Errorf("task %d: got %v; want nil", i, err)
+		}
+	}
+	if got := ran.Load(); got != 10 {
+		t.Errorf("tasks run: got %d; want 10", got)
+	}
+	if s := waitIdle(t, e); s.Panicked != 5 {
+		t.Errorf("Stats.Panicked: got %d; want 5", s.Panicked)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 8. Re-entry
+
+// TestReentrantRefused: a nested call on a key the task holds returns
+// ErrReentrant at once instead of deadlocking, whatever the entry point and
+// however the ctx was derived.
+func TestReentrantRefused(t *testing.T) {
+	nested := []struct {
+		name string
+		call func(e *executor.Executor[string], ctx context.Context) error
+	}{
+		{"Do", func(e *executor.Executor[string], ctx context.Context) error { return e.Do(ctx, "a", nop) }},
+		{"DoShared", func(e *executor.Executor[string], ctx context.Context) error { return e.DoShared(ctx, "a", nop) }},
+		{"DoMany all held", func(e *executor.Executor[string], ctx context.Context) error {
+			return e.DoMany(ctx, []string{"a", "a"}, nop)
+		}},
+		{"DoMany one held", func(e *executor.Executor[string], ctx context.Context) error {
+			return e.DoMany(ctx, []string{"b", "a"}, nop)
+		}},
+		{"Call", func(e *executor.Executor[string], ctx context.Context) error {
+			_, err := executor.Call(ctx, e, "a", func(context.Context) (int, error) { return 0, nil })
+			return err
+		}},
+		{"derived ctx", func(e *executor.Executor[string], ctx context.Context) error {
+			ctx, cancel := context.WithTimeout(context.WithValue(ctx, ctxKey{}, 1), time.Hour)
+			defer cancel()
+			return e.Do(ctx, "a", nop)
+		}},
+		{"two levels down", func(e *executor.Executor[string], ctx context.Context) error {
+			return e.Do(ctx, "b", func(ctx context.Context) error { return e.Do(ctx, "a", nop) })
+		}},
+	}
+	outers := []struct {
+		name string
+		run  func(e *executor.Executor[string], fn func(context.Context) error) error
+	}{
+		{"Do", func(e *executor.Executor[string], fn func(context.Context) error) error {
+			return e.Do(context.Background(), "a", fn)
+		}},
+		{"DoShared", func(e *executor.Executor[string], fn func(context.Context) error) error {
+			return e.DoShared(context.Background(), "a", fn)
+		}},
+		{"DoMany", func(e *executor.Executor[string], fn func(context.Context) error) error {
+			return e.DoMany(context.Background(), []string{"a", "c"}, fn)
+		}},
+		{"Submit", func(e *executor.Executor[string], fn func(context.Context) error) error {
+			task, err := e.Submit(context.Background(), "a", fn)
+			if err != nil {
+				return err
+			}
+			return task.Wait(context.Background())
+		}},
+	}
+	for _, o := range outers {
+		for _, n := range nested {
+			t.Run(o.name+"/"+n.name, func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(1))
+				err := o.run(e, func(ctx context.Context) error { return n.call(e, ctx) })
+				if !errors.Is(err, executor.ErrReentrant) {
+					t.Errorf("got %v; want ErrReentrant", err)
+				}
+				if s := waitIdle(t, e); s.Submitted != s.Completed {
+					t.Errorf("Stats: got %+v; want every accepted task completed", s)
+				}
+			})
+		}
+	}
+}
+
+// TestReentrantInline: under WithReentrant, a nested call on held keys runs
+// fn inline, at once, on the calling goroutine; a DoMany with only some of
+// its keys held still fails.
+func TestReentrantInline(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	e := newExec[string](t, executor.WithWorkers(1), executor.WithReentrant(), executor.WithLogger(zap.New(core)))
+	var trace []string
+	err := e.DoMany(context.Background(), []string{"a", "b"}, func(ctx context.Context) error {
+		trace = append(trace, "outer")
+		if err := e.Do(ctx, "a", func(ctx context.Context) error {
+			trace = append(trace, "Do a")
+			return e.DoShared(ctx, "b", func(context.Context) error {
+				trace = append(trace, "DoShared b")
+				return nil
+			})
+		}); err != nil {
+			return err
+		}
+		if err := e.DoMany(ctx, []string{"b", "a", "b"}, func(context.Context) error {
+			trace = append(trace, "DoMany b a")
+			return errTask
+		}); !errors.Is(err, errTask) {
+			t.Errorf("inline DoMany: got %v; want fn's error %v", err, errTask)
+		}
+		if err := e.DoMany(ctx, []string{"a", "z"}, nop); !errors.Is(err, executor.ErrReentrant) {
+			t.Errorf("DoMany with one key not held: got %v; want ErrReentrant", err)
+		}
+		// A panic in an inline fn is recovered like any other: the nested
+		// call returns a *PanicError and the outer task carries on.
+		var pe *executor.PanicError
+		if err := e.Do(ctx, "a", func(context.Context) error { panic("inner") }); !errors.As(err, &pe) || pe.Value != "inner" {
+			t.Errorf("inline Do whose fn panics: got %v; want a *PanicError with value inner", err)
+		}
+		if err := e.DoMany(ctx, []string{"a", "b"}, func(context.Context) error { panic("inner many") }); !errors.As(err, &pe) || pe.Value != "inner many" {
+			t.Errorf("inline DoMany whose fn panics: got %v; want a *PanicError with value inner many", err)
+		}
+		trace = append(trace, "end")
+		return nil
+	})
+	if err != nil {
+		t.Errorf("outer: got %v; want nil", err)
+	}
+	if n := logs.FilterMessage("task panicked").FilterLevelExact(zapcore.ErrorLevel).Len(); n != 2 {
+		t.Errorf("inline panics logged at error level: got %d; want 2", n)
+	}
+	if want := []string{"outer", "Do a", "DoShared b", "DoMany b a", "end"}; fmt.Sprint(trace) != fmt.Sprint(want) {
+		t.Errorf("trace: got %v; want %v", trace, want)
+	}
+	if s := waitIdle(t, e); s.Submitted != 1 {
+		t.Errorf("Stats.Submitted: got %d; want 1 (inline calls are part of their task)", s.Submitted)
+	}
+}
+
+// TestNestedOtherKey: a nested call on another key completes with a single
+// worker, even several levels deep and behind queued work on that key.
+func TestNestedOtherKey(t *testing.T) {
+	const depth = 6
+	keyOf := func(i int) string { return fmt.Sprint("k", i) }
+	kinds := []struct {
+		name string
+		call func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error
+	}{
+		{"Do", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+			return e.Do(ctx, key, fn)
+		}},
+		{"DoShared", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+			return e.DoShared(ctx, key, fn)
+		}},
+		{"DoMany", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+			return e.DoMany(ctx, []string{key, key + "'"}, fn)
+		}},
+		{"Submit+Wait", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+			task, err := e.Submit(ctx, key, fn)
+			if err != nil {
+				return err
+			}
+			return task.Wait(ctx)
+		}},
+	}
+	for _, kind := range kinds {
+		for _, queued := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/queued=%v", kind.name, queued), func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(1))
+				var conc concurrency
+				var reached atomic.Int64
+				var level func(i int) func(context.Context) error
+				level = func(i int) func(context.Context) error {
+					return func(ctx context.Context) error {
+						conc.enter()
+						defer conc.exit()
+						reached.Store(int64(i))
+						if i == depth {
+							return nil
+						}
+						if queued {
+							// Work queued from outside on the next key
+							// must run first (FIFO) on the lent slot.
+							for range 3 {
+								if _, err := e.Submit(context.Background(), keyOf(i+1), nop); err != nil {
+									return err
+								}
+							}
+						}
+						conc.exit()
+						defer conc.enter()
+						return kind.call(e, ctx, keyOf(i+1), level(i+1))
+					}
+				}
+				done := make(chan error, 1)
+				go func() { done <- e.Do(context.Background(), keyOf(0), level(0)) }()
+				if err := recv(t, "the nested calls to complete", done); err != nil {
+					t.Errorf("got %v; want nil", err)
+				}
+				if got := reached.Load(); got != depth {
+					t.Errorf("deepest level reached: got %d; want %d", got, depth)
+				}
+				if got := conc.peak.Load(); got != 1 {
+					t.Errorf("peak concurrent bodies: got %d; want 1", got)
+				}
+				waitIdle(t, e)
+			})
+		}
+	}
+}
+
+// TestNestedAcrossExecutors: holding a key of one executor says nothing
+// about another executor's keys.
+func TestNestedAcrossExecutors(t *testing.T) {
+	e1 := newExec[string](t, executor.WithWorkers(1))
+	e2 := newExec[string](t, executor.WithWorkers(1))
+	err := e1.Do(context.Background(), "a", func(ctx context.Context) error {
+		return e2.Do(ctx, "a", func(ctx context.Context) error {
+			if err := e1.Do(ctx, "a", nop); !errors.Is(err, executor.ErrReentrant) {
+				t.Errorf("e1.Do on a key held further out: got %v; want ErrReentrant", err)
+			}
+			return e1.Do(ctx, "b", nop)
+		})
+	})
+	if err != nil {
+		t.Errorf("got %v; want nil", err)
+	}
+	waitIdle(t, e1)
+	waitIdle(t, e2)
+}
+
+// TestCloseFromTask: Close called from inside a task returns ErrReentrant
+// and closes nothing.
+func TestCloseFromTask(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(1))
+	err := e.Do(context.Background(), "a", func(ctx context.Context) error {
+		if err := e.Close(ctx); !errors.Is(err, executor.ErrReentrant) {
+			t.Errorf("Close from a task: got %v; want ErrReentrant", err)
+		}
+		return e.Do(ctx, "b", func(ctx context.Context) error {
+			return e.Close(context.WithValue(ctx, ctxKey{}, 1))
+		})
+	})
+	if !errors.Is(err, executor.ErrReentrant) {
+		t.Errorf("Close from a nested task: got %v; want ErrReentrant", err)
+	}
+	if err := e.Do(context.Background(), "a", nop); err != nil {
+		t.Errorf("Do after a refused Close: got %v; want nil (nothing closed)", err)
+	}
+}
+
+// TestWaitFromTask: Task.Wait from inside a task on a task queued behind a
+// key the task holds returns ErrReentrant at once; on another key it lends
+// the slot and completes.
+func TestWaitFromTask(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(1))
+	var behind *executor.Task
+	err := e.Do(context.Background(), "a", func(ctx context.Context) error {
+		var err error
+		behind, err = e.Submit(context.Background(), "a", nop)
+		if err != nil {
+			return err
+		}
+		if err := behind.Wait(ctx); !errors.Is(err, executor.ErrReentrant) {
+			t.Errorf("Wait on a task behind a held key: got %v; want ErrReentrant", err)
+		}
+		many, err := e.Submit(context.Background(), "b", nop)
+		if err != nil {
+			return err
+		}
+		if err := many.Wait(ctx); err != nil {
+			t.Errorf("Wait on a task of another key: got %v; want nil", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("got %v; want nil", err)
+	}
+	if err := behind.Wait(context.Background()); err != nil {
+		t.Errorf("the task behind, waited from outside: got %v; want nil", err)
+	}
+	waitIdle(t, e)
+}
+
+// ---------------------------------------------------------------------------
+// 11. Fairness
+
+// TestFairness: with one worker and a hot key holding thousands of queued
+// tasks, a task for another key starts after at most WithThroughput further
+// tasks of the hot key.
+func TestFairness(t *testing.T) {
+	for _, throughput := range []int{1, 4, 16} {
+		t.Run(fmt.Sprintf("throughput=%d", throughput), func(t *testing.T) {
+			const hot = 3000
+			e := newExec[string](t, executor.WithWorkers(1), executor.WithThroughput(throughput))
+			g, _ := block(t, e, "hot")
+			var hotStarted atomic.Int64
+			var last *executor.Task
+			for range hot {
+				task, err := e.Submit(context.Background(), "hot", func(context.Context) error {
+					hotStarted.Add(1)
+					return nil
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = task
+			}
+			before := hotStarted.Load() // 0: the blocker holds the only worker
+			var seen int64
+			cold, err := e.Submit(context.Background(), "cold", func(context.Context) error {
+				seen = hotStarted.Load()
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.open()
+			if err := cold.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := seen - before; got > int64(throughput) {
+				t.Errorf("hot-key tasks started before the cold key's: got %d; want <= %d", got, throughput)
+			}
+			if err := last.Wait(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// A cold task submitted mid-stream also waits at most one turn.
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestFairnessManyKeys: with one worker, keys take turns: between two
+// consecutive tasks of one key, no key runs more than throughput tasks.
+func TestFairnessManyKeys(t *testing.T) {
+	const keys, each, throughput = 5, 40, 3
+	e := newExec[int](t, executor.WithWorkers(1), executor.WithThroughput(throughput))
+	g, _ := block(t, e, -1)
+	var mu sync.Mutex
+	var trace []int
+	var tasks []*executor.Task
+	for i := range each {
+		for k := range keys {
+			_ = i
+			task, err := e.Submit(context.Background(), k, func(context.Context) error {
+				mu.Lock()
+				trace = append(trace, k)
+				mu.Unlock()
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tasks = append(tasks, task)
+		}
+	}
+	g.open()
+	for _, task := range tasks {
+		_ = task.Wait(context.Background())
+	}
+	// Runs of one key are at most throughput long, and while any other key
+	// has work left no key gets two turns in a row.
+	run := 0
+	for i := range trace {
+		if i > 0 && trace[i] == trace[i-1] {
+			run++
+		} else {
+			run = 1
+		}
+		if run > throughput {
+			t.Fatalf("key %d ran %d tasks in a row at %d; want <= %d (trace %v)", trace[i], run, i, throughput, trace)
+		}
+	}
+	waitIdle(t, e)
+}
+
+// ---------------------------------------------------------------------------
+// 12. Close
+
+// TestCloseDrains: Close refuses new work at once, runs every accepted task
+// and returns nil.
+func TestCloseDrains(t *testing.T) {
+	e, err := executor.New[string](executor.WithWorkers(2), executor.WithThroughput(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGate()
+	if _, err := e.Submit(context.Background(), "0", g.fn); err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	const n = 200
+	var ran atomic.Int64
+	var tasks []*executor.Task
+	for i := range n {
+		task, err := e.Submit(context.Background(), fmt.Sprint(i%7), func(context.Context) error { ran.Add(1); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- e.Close(context.Background()) }()
+	// Once Close has begun, every entry point refuses with ErrClosed and
+	// counts nothing.
+	extra := 0 // submissions that beat Close
+	eventually(t, "Close to refuse new work", func() bool {
+		task, err := e.Submit(context.Background(), "new", func(context.Context) error { ran.Add(1); return nil })
+		if err == nil {
+			extra++
+			tasks = append(tasks, task)
+		}
+		return errors.Is(err, executor.ErrClosed)
+	})
+	for _, c := range callers {
+		if err := c.call(e, context.Background(), "new", nop); !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("%s while closing: got %v; want ErrClosed", c.name, err)
+		}
+	}
+	g.open()
+	if err := recv(t, "Close to return", closed); err != nil {
+		t.Errorf("Close: got %v; want nil", err)
+	}
+	if got := ran.Load(); got != int64(n+extra) {
+		t.Errorf("accepted tasks run by the time Close returned: got %d; want %d", got, n+extra)
+	}
+	for _, task := range tasks {
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait: got %v; want nil", err)
+		}
+	}
+	if s, want := e.Stats(), uint64(n+extra+1); s.Submitted != want || s.Completed != want || s.ActiveKeys != 0 || s.Rejected != 0 || !balanced(s) {
+		t.Errorf("Stats after Close: got %+v; want Submitted = Completed = %d, Rejected 0, ActiveKeys 0", s, want)
+	}
+	for _, c := range callers {
+		if err := c.call(e, context.Background(), "new", nop); !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("%s after Close: got %v; want ErrClosed", c.name, err)
+		}
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Errorf("second Close: got %v; want nil", err)
+	}
+}
+
+// TestCloseGivesUp uses the fake clock: when Close's ctx ends first, tasks
+// that have not started fail with ErrClosed, the running one sees its ctx
+// canceled, and Close returns ctx's error once it has returned.
+func TestCloseGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		started, proceed := make(chan struct{}), make(chan struct{})
+		var sawCancel atomic.Bool
+		running, err := e.Submit(context.Background(), "a", func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			sawCancel.Store(errors.Is(ctx.Err(), context.Canceled))
+			<-proceed // keeps running a while after the cancel
+			return errTask
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-started
+		var ran atomic.Int64
+		count := func(context.Context) error { ran.Add(1); return nil }
+		var queued []*executor.Task
+		for range 5 {
+			task, err := e.Submit(context.Background(), "a", count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			queued = append(queued, task)
+		}
+		doErr := make(chan error, 2)
+		go func() { doErr <- e.Do(context.Background(), "a", count) }()
+		go func() { doErr <- e.DoMany(context.Background(), []string{"b", "a"}, count) }()
+		synctest.Wait() // both callers queued
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close(ctx) }()
+		time.Sleep(50 * time.Millisecond) // on the fake clock: exactly until the deadline
+		synctest.Wait()
+		if !sawCancel.Load() {
+			t.Errorf("running task's ctx after Close gave up: not canceled; want canceled")
+		}
+		select {
+		case err := <-closed:
+			t.Fatalf("Close returned %v while a task was still running; want it to wait", err)
+		default:
+		}
+		for i, task := range queued {
+			if err := task.Wait(context.Background()); !errors.Is(err, executor.ErrClosed) {
+				t.Errorf("queued task %d: got %v; want ErrClosed", i, err)
+			}
+		}
+		for range 2 {
+			if err := <-doErr; !errors.Is(err, executor.ErrClosed) {
+				t.Errorf("queued Do/DoMany: got %v; want ErrClosed", err)
+			}
+		}
+		close(proceed)
+		if err := <-closed; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close: got %v; want %v", err, context.DeadlineExceeded)
+		}
+		if got := time.Since(start); got != 50*time.Millisecond {
+			t.Errorf("Close returned after %v; want 50ms", got)
+		}
+		if err := running.Wait(context.Background()); !errors.Is(err, errTask) {
+			t.Errorf("running task: got %v; want its own error %v", err, errTask)
+		}
+		if got := ran.Load(); got != 0 {
+			t.Errorf("unstarted tasks run: got %d; want 0", got)
+		}
+		if s := e.Stats(); s.Canceled != 7 || s.Completed != 1 || s.ActiveKeys != 0 || !balanced(s) {
+			t.Errorf("Stats: got %+v; want Canceled 7, Completed 1, ActiveKeys 0, balanced", s)
+		}
+		if err := e.Close(context.Background()); err != nil {
+			t.Errorf("Close again: got %v; want nil", err)
+		}
+	})
+}
+
+// TestCloseConcurrent: Close is idempotent and safe to call from many
+// goroutines at once; all of them wait for the drain.
+func TestCloseConcurrent(t *testing.T) {
+	e, err := executor.New[int](executor.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	for i := range 100 {
+		if _, err := e.Submit(context.Background(), i%5, func(context.Context) error {
+			runtime.Gosched()
+			ran.Add(1)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			if err := e.Close(context.Background()); err != nil {
+				t.Errorf("Close: got %v; want nil", err)
+			}
+			if got := ran.Load(); got != 100 {
+				t.Errorf("tasks run when Close returned: got %d; want 100", got)
+			}
+		})
+	}
+	wg.Wait()
+	if err := e.Close(context.Background()); err != nil {
+		t.Errorf("Close again: got %v; want nil", err)
+	}
+}
+
+// TestCloseCallerPool: Close does not stop a pool the caller owns.
+func TestCloseCallerPool(t *testing.T) {
+	pool := pond.NewPool(8)
+	defer pool.StopAndWait()
+	e, err := executor.New[int](executor.WithWorkers(4), executor.WithPool(pool))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tasks []*executor.Task
+	for i := range 50 {
+		task, err := e.Submit(context.Background(), i%5, nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+	}
+	if err := e.Close(context.Background()); err != nil {
+		t.Errorf("Close: got %v; want nil", err)
+	}
+	for _, task := range tasks {
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait: got %v; want nil", err)
+		}
+	}
+	if pool.Stopped() {
+		t.Fatalf("caller's pool after Close: stopped; want running")
+	}
+	if err := pool.Submit(func() {}).Wait(); err != nil {
+		t.Errorf("caller's pool after Close: got %v; want it to run tasks", err)
+	}
+}
+
+// TestCloseLeavesNoGoroutine: once Close returns, the executor has no
+// goroutine left, even after nested calls, parked waiters and a give-up.
+func TestCloseLeavesNoGoroutine(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, giveUp := range []bool{false, true} {
+		e, err := executor.New[int](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newGate()
+		task, err := e.Submit(context.Background(), 0, func(ctx context.Context) error {
+			return e.Do(ctx, 1, func(ctx context.Context) error {
+				close(g.started)
+				select {
+				case <-g.release:
+				case <-ctx.Done():
+				}
+				return nil
+			})
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		<-g.started
+		for i := range 20 {
+			if _, err := e.Submit(context.Background(), i%3, nop); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		if giveUp {
+			cancel()
+		} else {
+			g.open()
+		}
+		err = e.Close(ctx)
+		cancel()
+		if giveUp != (err != nil) {
+			t.Errorf("Close (give up %v): got %v", giveUp, err)
+		}
+		_ = task.Wait(context.Background())
+		g.open()
+	}
 }
