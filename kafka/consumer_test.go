@@ -163,6 +163,53 @@ func TestMemberJoinsAndLeaves(t *testing.T) {
 	t.Logf("a handled %d (revoked %d, assigned %d), b handled %d", sa.Handled, sa.Revoked, sa.Assigned, sb.Handled)
 }
 
+// TestRevokeGraceExpires: handlers slower than RevokeTimeout. On each
+// revoke and stop the running handlers are canceled and waited for before
+// the partition goes, so a key is still never inside two handlers, and the
+// canceled records are handled by the next owner: nothing is lost.
+func TestRevokeGraceExpires(t *testing.T) {
+	e := newEnv(t, 4)
+	p := e.produce(size(800, 400), 40, 0, 11)
+	l := newLedger(t, p)
+	slow := func(member string) kafka.Handler {
+		return func(ctx context.Context, r *kgo.Record) error {
+			l.begin(member, r)
+			select {
+			case <-time.After(15 * time.Millisecond):
+				l.end(member, r, true)
+				return nil
+			case <-ctx.Done():
+				l.end(member, r, false)
+				return ctx.Err()
+			}
+		}
+	}
+	cfg := e.config(slow("a"))
+	cfg.Workers = 8
+	cfg.RevokeTimeout = 5 * time.Millisecond
+	cfg.DrainTimeout = 5 * time.Millisecond
+	core, logs := observer.New(zap.WarnLevel)
+	cfg.Logger = zap.New(core)
+	a := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "10% handled", func() bool { return l.doneCount() >= p.total/10 })
+	cfg.Handler = slow("b")
+	b := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "b handling", func() bool { return b.c.Stats().Handled >= 20 })
+	if err := b.stop(t); err != nil {
+		t.Fatalf("b's Run: %v; want nil", err)
+	}
+	waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
+	if err := a.stop(t); err != nil {
+		t.Fatalf("a's Run: %v; want nil", err)
+	}
+	dups := l.check()
+	checkCommittedToEnd(t, e, p)
+	if n := logs.FilterMessage("grace period over, canceling the partitions' handlers").Len(); n == 0 {
+		t.Errorf("no grace period expired; want at least one (the test lost its point)")
+	}
+	t.Logf("a revoked %d partitions; %d records handled twice", a.c.Stats().Revoked, len(dups))
+}
+
 // TestFaults: commit errors, fetch connections dropped, and the member
 // kicked out (UNKNOWN_MEMBER_ID, its partitions lost): nothing is lost,
 // order is kept, and everything ends up committed.

@@ -22,7 +22,7 @@ import (
 // env is a cluster for one test: an in-process kfake cluster, or the
 // cluster named by KAFKA_BROKERS with a topic and group unique to the test.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	brokers []string
 	fake    *kfake.Cluster // nil on a real cluster
 	admin   *kadm.Client
@@ -33,7 +33,7 @@ type env struct {
 var envSeq atomic.Int64
 
 // newEnv makes a cluster with one topic of the given partitions.
-func newEnv(t *testing.T, partitions int32) *env {
+func newEnv(t testing.TB, partitions int32) *env {
 	t.Helper()
 	name := strings.NewReplacer("/", "-", " ", "-").Replace(t.Name())
 	suffix := fmt.Sprintf("%s-%d-%d", name, time.Now().UnixNano()%1e9, envSeq.Add(1))
