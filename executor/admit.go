@@ -23,7 +23,6 @@ func check(ctx context.Context, fn func(context.Context) error) error {
 
 func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error) *job[K] {
 	j := &job[K]{e: e, fn: fn}
-	j.owner = j
 	j.ctx.parent = ctx
 	j.ctx.mark = j
 	j.ctx.force = e.force

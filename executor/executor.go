@@ -466,11 +466,37 @@ func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
 	top := make(loadHeap[K], 0, n)
 	e.router.Each(func(k K, m *mailbox.Mailbox) {
 		if p := m.Pending(); p > 0 {
-			top.offer(KeyLoad[K]{Key: k, Pending: p}, n)
+			top.offer(KeyLoad[K]{Key: e.nameOf(k, m), Pending: p}, n)
 		}
 	})
 	sort.Slice(top, func(a, b int) bool { return top[a].Pending > top[b].Pending })
 	return top
+}
+
+// nameOf names a busy mailbox (locked): its key, or in striped mode the key
+// of a task it holds or queues, falling back to the last key that used it
+// (a shared group running with nothing queued).
+func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
+	if !e.router.Striped() {
+		return k
+	}
+	t := m.Head()
+	if t == nil {
+		t = m.Holder()
+	}
+	if t == nil {
+		return k
+	}
+	j := t.Work().(*job[K])
+	for _, jk := range j.keys {
+		if e.router.Index(jk) == m.Slot {
+			return jk
+		}
+	}
+	if j.keys == nil {
+		return j.key
+	}
+	return k
 }
 
 // MaxKeyPending is the pending count of the busiest key (or stripe) now.

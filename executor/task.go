@@ -15,8 +15,7 @@ type Task struct {
 	mu       sync.Mutex    // guards ch and finished
 	ch       chan struct{} // closed when the task ends; made on demand
 	finished bool
-	err      error    // written before the task ends, read after
-	owner    waitHook // the executor's view of the task, for Wait
+	err      error // written before the task ends, read after
 }
 
 // waitHook lets Wait check re-entry and lend the waiter's slot.
@@ -63,7 +62,7 @@ func (t *Task) Wait(ctx context.Context) error {
 		return t.err
 	}
 	t.mu.Unlock()
-	after, err := t.owner.beforeWait(ctx)
+	after, err := t.mt.Work().(waitHook).beforeWait(ctx)
 	if err != nil {
 		return err
 	}
@@ -130,13 +129,15 @@ func (c *taskCtx) Done() <-chan struct{} {
 		return in.ctx.Done()
 	}
 	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel}
-	if c.live.Load() {
-		in.stop = context.AfterFunc(c.force, cancel)
-	} else {
+	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.force, cancel)}
+	c.inner.Store(in)
+	if !c.live.Load() {
+		// The task ended (or end raced with us: end stores live, then
+		// loads inner; we store inner, then load live; one of us sees the
+		// other, and cancelling twice is harmless).
+		in.stop()
 		cancel()
 	}
-	c.inner.Store(in)
 	return ctx.Done()
 }
 
@@ -173,11 +174,8 @@ func (c *taskCtx) start() { c.live.Store(true) }
 
 // end cancels the context once fn has returned.
 func (c *taskCtx) end() {
-	c.mu.Lock()
 	c.live.Store(false)
-	in := c.inner.Load()
-	c.mu.Unlock()
-	if in != nil {
+	if in := c.inner.Load(); in != nil {
 		if in.stop != nil {
 			in.stop()
 		}

@@ -50,6 +50,10 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 	}
 }
 
+// Reset clears what an idle mailbox remembers (its service-rate estimate)
+// before it is reused for another key (locked).
+func (m *Mailbox) Reset() { m.busySince, m.served = 0, 0 }
+
 // Lock locks the mailbox's shard.
 func (m *Mailbox) Lock() { m.mu.Lock() }
 
@@ -140,6 +144,9 @@ func (m *Mailbox) Head() *Task {
 	}
 	return m.head.t
 }
+
+// Holder returns the task holding m exclusively, or nil (locked).
+func (m *Mailbox) Holder() *Task { return m.writer }
 
 // Each calls f for every queued task, oldest first (locked).
 func (m *Mailbox) Each(f func(t *Task)) {

@@ -48,18 +48,17 @@ type Entry struct {
 	parked     bool // linked in m's waiting room; guarded by m's lock
 }
 
-// Init prepares t for a single-key submission.
+// Init prepares a zero t for a single-key submission.
 func (t *Task) Init(w Work, shared bool) {
-	t.state.Store(Queued)
 	t.need.Store(1)
 	t.shared = shared
 	t.work = w
-	t.one = Entry{t: t}
-	t.many = nil
+	t.one.t = t
 }
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
-// returns its entries, to be enqueued with Mailbox.Enqueue.
+// returns its entries, to be enqueued with Mailbox.Enqueue. It may be called
+// again, after a Cancel, to start over with fresh entries.
 func (t *Task) InitMany(w Work, n int) []Entry {
 	t.state.Store(Queued)
 	t.need.Store(int32(n))

@@ -22,10 +22,11 @@ type Router[K comparable] struct {
 }
 
 type shard[K comparable] struct {
-	mu sync.Mutex
-	m  map[K]*node[K] // guarded by mu
-	r  *Router[K]
-	_  [40]byte // keep neighbouring shard locks off one cache line
+	mu    sync.Mutex
+	m     map[K]*node[K] // guarded by mu
+	spare *node[K]       // a retired node kept for reuse; guarded by mu
+	r     *Router[K]
+	_     [40]byte // keep neighbouring shard locks off one cache line
 }
 
 // node is a dynamic mailbox with the key it is filed under.
@@ -112,12 +113,13 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	s.mu.Lock()
 	n := s.m[key]
 	if n == nil {
-		n, _ = rt.free.Get().(*node[K])
-		if n == nil {
-			n = new(node[K])
+		if n = s.spare; n != nil {
+			s.spare = nil
+		} else {
+			n = &node[K]{s: s}
+			n.mb.Init(&s.mu, rt.runner, n, rt.limit)
 		}
-		n.key, n.s = key, s
-		n.mb.Init(&s.mu, rt.runner, n, rt.limit)
+		n.key = key
 		s.m[key] = n
 		rt.live.Add(1)
 	}
@@ -134,9 +136,15 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 	}
 	delete(s.m, n.key)
 	s.r.live.Add(-1)
-	var zero K
-	n.key = zero
-	s.r.free.Put(n)
+	if s.spare == nil {
+		// Keep one idle node per shard: a key that comes and goes (the
+		// uncontended Do) then allocates nothing. Its mailbox is zero again
+		// but for the rate estimate.
+		var zero K
+		n.key = zero
+		n.mb.Reset()
+		s.spare = n
+	}
 }
 
 // Retire marks an idle stripe as not busy (called locked).
