@@ -52,7 +52,7 @@ func (e *BusyError) Error() string {
 	case ScopeGlobal:
 		return fmt.Sprintf("perkey: executor is busy: %d pending, limit %d", e.Pending, e.Limit)
 	case ScopeDelay:
-		return fmt.Sprintf("perkey: key %#v is busy: oldest task queued for %v, limit %v", e.Key, e.Wait, time.Duration(e.Limit))
+		return fmt.Sprintf("perkey: key %#v is busy: oldest task queued for %v, %d pending", e.Key, e.Wait, e.Pending)
 	}
 	return fmt.Sprintf("perkey: key %#v is busy: %d pending, limit %d", e.Key, e.Pending, e.Limit)
 }
