@@ -18,7 +18,6 @@ type Router[K comparable] struct {
 	runner  *mailbox.Runner
 	limit   int          // per-key room for parked submissions
 	live    atomic.Int64 // mailboxes (or stripes) that are not idle
-	free    sync.Pool    // retired *mailbox.Mailbox, for reuse
 }
 
 type shard[K comparable] struct {

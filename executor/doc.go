@@ -1,0 +1,43 @@
+// Package executor is perkey's public face: a per-key serial executor that
+// replaces per-key locks.
+//
+// Callers hand the Executor a closure tagged with a key. Closures with the
+// same key run one at a time, in the order they were submitted; closures
+// with different keys run in parallel, at most WithWorkers at once, on one
+// pond pool. A key's mailbox exists only while it has work: it is created on
+// the first submission and retired when it drains, so memory follows the
+// keys that are busy now, never the keys ever seen.
+//
+//	exec, _ := executor.New[string](executor.WithMaxQueuePerKey(100))
+//	defer exec.Close(ctx)
+//	err := exec.Do(ctx, accountID, func(ctx context.Context) error {
+//		return debit(ctx, accountID, amount)
+//	})
+//
+// The package owns the API, the options and their defaults, the task
+// lifecycle (accept, run, cancel, settle) and the counters. It asks package
+// backpressure whether to admit, package router which mailbox a key has, and
+// package mailbox to queue and run; it never schedules work itself.
+//
+// # Nested calls and contexts
+//
+// The ctx a task's fn receives marks the keys the task holds. A Do,
+// DoShared, DoMany or Task.Wait made with that ctx (or one derived from it)
+// is a nested call: on a held key it returns ErrReentrant at once instead of
+// deadlocking (or runs inline with WithReentrant), and while it waits it
+// lends the task's execution slot, so nesting never exhausts the pool, even
+// with WithWorkers(1). Work submitted with a task's ctx inherits the marks
+// while that task runs; detached work should use a fresh ctx. Two tasks that
+// wait on each other's keys form a cycle no executor can break: take both
+// keys with DoMany. Close called from inside a task returns ErrReentrant.
+//
+// fn must not call runtime.Goexit (t.FailNow in a test): the goroutine that
+// runs it also drives the key's mailbox.
+//
+// # Costs
+//
+// An uncontended Do runs fn on the caller's goroutine: no hand-off, one
+// allocation (the task, which carries the ctx fn receives and so cannot be
+// recycled). A queued task costs one mailbox entry; a busy key one mailbox.
+// See BENCHMARKS.md for figures.
+package executor
