@@ -28,8 +28,11 @@ type Consumer struct {
 
 	started atomic.Bool
 
+	// client is the group member, set by Run once made, and by the group
+	// callbacks (which may in theory run before Run sets it).
+	client atomic.Pointer[kgo.Client]
+
 	// Set by Run before the client exists; read-only afterwards.
-	cl       *kgo.Client
 	exec     *executor.Executor[recordKey]
 	base     context.Context // parent of the handlers' ctx: Run's values, not its cancellation
 	stopPoll context.CancelFunc
@@ -131,7 +134,7 @@ func (c *Consumer) Run(ctx context.Context) error {
 		_ = exec.Close(context.Background())
 		return err
 	}
-	c.cl = cl
+	c.client.Store(cl)
 	c.log.Info("consumer started", zap.String("group", c.cfg.Group),
 		zap.Strings("topics", c.cfg.Topics), zap.Int("workers", c.cfg.Workers))
 
@@ -143,22 +146,22 @@ func (c *Consumer) Run(ctx context.Context) error {
 
 	stopCommits()
 	wg.Wait()
-	return c.shutdown(ctx, closed)
+	return c.shutdown(closed)
 }
 
 // poll fetches and dispatches until ctx ends or the client is closed, and
 // reports whether the client was closed under it.
 func (c *Consumer) poll(ctx context.Context) (clientClosed bool) {
 	for {
-		fs := c.cl.PollRecords(ctx, c.cfg.MaxPollRecords)
+		fs := c.client.Load().PollRecords(ctx, c.cfg.MaxPollRecords)
 		if fs.IsClientClosed() {
-			c.cl.AllowRebalance()
+			c.client.Load().AllowRebalance()
 			return true
 		}
 		if ctx.Err() != nil {
 			// Records of this poll are not dispatched; they are above
 			// every watermark, so the next owner gets them.
-			c.cl.AllowRebalance()
+			c.client.Load().AllowRebalance()
 			return false
 		}
 		fs.EachError(func(topic string, p int32, err error) {
@@ -170,7 +173,7 @@ func (c *Consumer) poll(ctx context.Context) (clientClosed bool) {
 			}
 		})
 		// Everything polled is now tracked: let a blocked rebalance run.
-		c.cl.AllowRebalance()
+		c.client.Load().AllowRebalance()
 	}
 }
 
@@ -214,7 +217,7 @@ func (c *Consumer) dispatch(tp TopicPartition, recs []*kgo.Record) {
 	held := p.track.held
 	if !p.paused && (held >= c.cfg.MaxHeld || p.track.len() >= 16*c.cfg.MaxHeld) {
 		p.paused = true
-		c.cl.PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+		c.client.Load().PauseFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 		c.pauses.Add(1)
 	}
 	p.mu.Unlock()
@@ -261,7 +264,7 @@ func (c *Consumer) runRecord(p *partition, r *kgo.Record) {
 	if done && !p.dropped && p.track.done(r.Offset) {
 		if p.paused && p.track.held <= c.cfg.MaxHeld/2 && p.track.len() < 8*c.cfg.MaxHeld {
 			p.paused = false
-			c.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+			c.client.Load().ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
 		}
 	}
 	p.taskDone()
@@ -411,7 +414,7 @@ func recFields(r *kgo.Record, more ...zap.Field) []zap.Field {
 
 // shutdown ends Run: it settles every partition, commits, leaves the group
 // and closes the executor.
-func (c *Consumer) shutdown(ctx context.Context, clientClosed bool) error {
+func (c *Consumer) shutdown(clientClosed bool) error {
 	parts := c.snapshot()
 	if clientClosed {
 		// Nothing can be committed any more: leave every record that
@@ -419,7 +422,7 @@ func (c *Consumer) shutdown(ctx context.Context, clientClosed bool) error {
 		c.stop(parts)
 		c.await(parts, "client closed")
 	} else {
-		c.settle(parts, c.cfg.DrainTimeout, "shutdown")
+		c.settle(parts, c.cfg.DrainTimeout, "shutdown", true)
 	}
 
 	c.commitMu.Lock()
@@ -444,7 +447,7 @@ func (c *Consumer) shutdown(ctx context.Context, clientClosed bool) error {
 	c.commitMu.Unlock()
 
 	// Leaving the group revokes everything; onRevoked finds it dropped.
-	c.cl.CloseAllowingRebalance()
+	c.client.Load().CloseAllowingRebalance()
 	_ = c.exec.Close(context.Background()) // every task is done or left: returns at once
 
 	c.mu.Lock()
@@ -454,8 +457,8 @@ func (c *Consumer) shutdown(ctx context.Context, clientClosed bool) error {
 	switch {
 	case fatal != nil:
 		return fatal
-	case clientClosed && ctx.Err() == nil:
-		return fmt.Errorf("perkey/kafka: %w", kgo.ErrClientClosed)
+	case clientClosed:
+		return fmt.Errorf("perkey/kafka: no final commit: %w", kgo.ErrClientClosed)
 	case cerr != nil:
 		return fmt.Errorf("perkey/kafka: final commit: %w", cerr)
 	}
@@ -488,16 +491,22 @@ func (c *Consumer) take(tps map[string][]int32) []*partition {
 	return parts
 }
 
-// settle lets the records already dispatched on parts finish within grace,
-// then leaves the ones not started, cancels the running handlers' ctx and
-// waits for them to return. Once it returns, no task of parts runs a
-// handler, so the partitions can be handed to another member without a
-// key ever running on two.
-func (c *Consumer) settle(parts []*partition, grace time.Duration, why string) {
+// settle winds parts down. With drain, the records already dispatched may
+// all run; without, only the handlers running now finish and the records
+// not started are left to the next owner. Either way, once grace has passed
+// the records not started are left, the running handlers' ctx is canceled,
+// and settle waits for them to return. Once it returns no task of parts
+// runs a handler, so the partitions can go to another member without a key
+// ever running on two.
+func (c *Consumer) settle(parts []*partition, grace time.Duration, why string, drain bool) {
 	for _, p := range parts {
 		p.mu.Lock()
-		if p.phase == active {
+		switch {
+		case p.phase != active:
+		case drain:
 			p.phase = draining
+		default:
+			p.phase = stopping
 		}
 		p.mu.Unlock()
 	}
@@ -572,7 +581,7 @@ func (c *Consumer) drop(p *partition) {
 	if paused {
 		// Paused partitions stay paused in the client across
 		// assignments: unpause, or a later assignment would never fetch.
-		c.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+		c.client.Load().ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
 	}
 	c.mu.Lock()
 	if c.parts[p.tp] == p {

@@ -160,7 +160,8 @@ func TestMemberJoinsAndLeaves(t *testing.T) {
 	if sa.Revoked == 0 || sb.Assigned == 0 {
 		t.Errorf("a revoked %d partitions, b was assigned %d; want both > 0", sa.Revoked, sb.Assigned)
 	}
-	t.Logf("a handled %d (revoked %d, assigned %d), b handled %d", sa.Handled, sa.Revoked, sa.Assigned, sb.Handled)
+	t.Logf("a handled %d (revoked %d, assigned %d), b handled %d; skipped by the offset map: a %d, b %d",
+		sa.Handled, sa.Revoked, sa.Assigned, sb.Handled, sa.AlreadyDone, sb.AlreadyDone)
 }
 
 // TestRevokeGraceExpires: handlers slower than RevokeTimeout. On each

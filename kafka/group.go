@@ -17,6 +17,7 @@ import (
 
 // onAssigned starts a fresh assignment for each new partition.
 func (c *Consumer) onAssigned(_ context.Context, cl *kgo.Client, assigned map[string][]int32) {
+	c.client.Store(cl)
 	if stale := c.take(assigned); len(stale) > 0 {
 		// Not revoked nor lost first: never expected, but a key must
 		// not run under two assignments, so treat it as lost.
@@ -43,16 +44,20 @@ func (c *Consumer) onAssigned(_ context.Context, cl *kgo.Client, assigned map[st
 	c.log.Info("partitions assigned", zap.Any("partitions", assigned))
 }
 
-// onRevoked lets the revoked partitions' dispatched records finish (within
-// RevokeTimeout), commits them and drops their state, all before the
-// partitions can go to another member.
-func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
+// onRevoked stops starting the revoked partitions' records, lets the
+// running handlers finish (within RevokeTimeout, then cancels them and
+// waits), commits, and drops the partitions' state, all before they can go
+// to another member. The records left are the next owner's; those done
+// above the committed offset are in the commit's offset map, so the next
+// owner skips them.
+func (c *Consumer) onRevoked(_ context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	c.client.Store(cl)
 	parts := c.take(revoked)
 	if len(parts) == 0 {
 		return
 	}
 	start := time.Now()
-	c.settle(parts, c.cfg.RevokeTimeout, "revoke")
+	c.settle(parts, c.cfg.RevokeTimeout, "revoke", false)
 	c.commitMu.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := c.commit(ctx, parts)
@@ -71,7 +76,8 @@ func (c *Consumer) onRevoked(_ context.Context, _ *kgo.Client, revoked map[strin
 
 // onLost drops the lost partitions without committing: another member may
 // own them already.
-func (c *Consumer) onLost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+func (c *Consumer) onLost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	c.client.Store(cl)
 	parts := c.take(lost)
 	if len(parts) == 0 {
 		return
@@ -197,7 +203,7 @@ func (c *Consumer) commit(ctx context.Context, parts []*partition) error {
 		rerr error
 		ok   []TopicPartition
 	)
-	c.cl.CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	c.client.Load().CommitOffsetsSync(ctx, offsets, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			rerr = err
 			return
