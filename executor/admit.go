@@ -25,7 +25,6 @@ func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error
 	j := &job[K]{e: e, fn: fn}
 	j.ctx.parent = ctx
 	j.ctx.mark = j
-	j.ctx.force = e.force
 	return j
 }
 
@@ -174,7 +173,7 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 	}
 	if e.needsAge {
 		if h := m.Head(); h != nil {
-			load.OldestWait = time.Since(h.Work().(*job[K]).enq)
+			load.OldestWait = since(h.Work().(*job[K]).enq)
 		}
 	}
 	v := e.cfg.policy.Decide(load)
@@ -216,7 +215,7 @@ func (e *Executor[K]) accept(j *job[K]) {
 	e.submitted.Add(1)
 	e.queued.Add(1)
 	if e.obs != nil || e.needsAge {
-		j.enq = time.Now()
+		j.enq = monotime()
 	}
 }
 

@@ -43,6 +43,12 @@ type Executor[K comparable] struct {
 	closing     chan struct{} // closed when Close starts
 	drained     chan struct{} // closed once closed and nothing is pending
 
+	// dispatching counts submitters between enqueueing a task on an idle
+	// mailbox and spawning its drive loop. The task may be canceled and
+	// settled in that window, letting Close drain; Close waits for these
+	// before it waits for the runner, so no loop starts after Close returns.
+	dispatching sync.WaitGroup
+
 	gmu       sync.Mutex    // guards gwait
 	gwait     []*roomWaiter // submissions parked for global room, FIFO
 	gparked   atomic.Int32  // live entries in gwait
@@ -214,10 +220,14 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *job[K], inlin
 	}
 	e.accept(j)
 	dispatch := m.Enqueue(j.mt.Entry())
+	if dispatch {
+		e.dispatching.Add(1) // under m's lock: before j can settle
+	}
 	m.Unlock()
 	e.accepted()
 	if dispatch {
 		m.Dispatch()
+		e.dispatching.Done()
 	}
 	return false, nil
 }
@@ -295,7 +305,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		return e.doOne(ctx, keys[0], fn, false)
 	}
 	j := e.newJob(ctx, fn)
-	j.keys = keys
+	j.multi = &keys
 	entries := j.mt.InitMany(j, len(keys))
 	if err := e.reserve(ctx); err != nil {
 		return err
@@ -339,7 +349,7 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpress
 	e.multiMu.Lock()
 	var err error
 	v := backpressure.Admit
-	for i, k := range j.keys {
+	for i, k := range *j.multi {
 		m := e.router.Acquire(k)
 		if v, err = e.admit(m, k); v != backpressure.Admit {
 			m.Unlock()
@@ -350,6 +360,7 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpress
 		}
 		if m.Enqueue(&entries[i]) {
 			dispatch = append(dispatch, m)
+			e.dispatching.Add(1) // under m's lock: before j can settle
 		}
 		m.Unlock()
 	}
@@ -359,6 +370,7 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpress
 	}
 	for _, m := range dispatch {
 		m.Dispatch()
+		e.dispatching.Done()
 	}
 	return v, err
 }
@@ -407,6 +419,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 		<-e.drained
 	}
 	e.stopOnce.Do(func() {
+		e.dispatching.Wait()
 		e.runner.Wait()
 		if e.ownPool {
 			stopIdle(e.pool)
@@ -488,12 +501,12 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 		return k
 	}
 	j := t.Work().(*job[K])
-	for _, jk := range j.keys {
+	for _, jk := range j.keys() {
 		if e.router.Index(jk) == m.Slot {
 			return jk
 		}
 	}
-	if j.keys == nil {
+	if j.multi == nil {
 		return j.key
 	}
 	return k

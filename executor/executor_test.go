@@ -2098,3 +2098,42 @@ func TestStripesCapsAndCounts(t *testing.T) {
 	}
 	waitIdle(t, e)
 }
+
+// TestCloseRacesSubmit: submissions racing with a Close that gives up at
+// once. A task accepted on an idle key may be withdrawn by Close before its
+// submitter has spawned the key's drive loop; Close must still not return
+// before that loop has run and retired the mailbox. (Under -race, a loop
+// spawned after Close shows up as a WaitGroup race; without it, as a live
+// mailbox once Close has returned.)
+func TestCloseRacesSubmit(t *testing.T) {
+	runs := 150
+	if testing.Short() {
+		runs = 30
+	}
+	for range runs {
+		e, err := executor.New[string](executor.WithWorkers(4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for c := range 3 {
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					if _, err := e.Submit(context.Background(), fmt.Sprint(c, "-", n), nop); errors.Is(err, executor.ErrClosed) {
+						return
+					}
+				}
+			})
+		}
+		eventually(t, "some submissions", func() bool { return e.Stats().Submitted >= 20 })
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := e.Close(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Close: got %v; want nil or %v", err, context.Canceled)
+		}
+		if s := e.Stats(); s.ActiveKeys != 0 || s.Queued != 0 || s.Running != 0 || !balanced(s) {
+			t.Fatalf("Stats right after Close returned: got %+v; want no live key, nothing queued or running, balanced", s)
+		}
+		wg.Wait()
+	}
+}

@@ -15,12 +15,12 @@ import (
 // key or keys it holds.
 type job[K comparable] struct {
 	Task
-	e    *Executor[K]
-	fn   func(context.Context) error
-	key  K   // single-key jobs
-	keys []K // multi-key jobs (deduplicated)
-	ctx  taskCtx
-	enq  time.Time // when accepted; only measured when someone reads it
+	e     *Executor[K]
+	fn    func(context.Context) error
+	key   K    // single-key jobs
+	multi *[]K // multi-key jobs: the keys, deduplicated
+	ctx   taskCtx
+	enq   int64 // monotime when accepted; only measured when someone reads it
 
 	// lent counts nested calls that borrowed this running job's slot; only
 	// the one that moves it from 0 to 1 owns the slot.
@@ -43,12 +43,31 @@ func (j *job[K]) Admit() {
 
 func (j *job[K]) callerCtx() context.Context { return j.ctx.parent }
 
+func (j *job[K]) forceCtx() context.Context { return j.e.force }
+
+// keys returns a multi-key job's keys, or nil.
+func (j *job[K]) keys() []K {
+	if j.multi == nil {
+		return nil
+	}
+	return *j.multi
+}
+
+// epoch anchors monotime: durations between two monotimes are monotonic.
+var epoch = time.Now()
+
+// monotime is the monotonic time since epoch, in nanoseconds.
+func monotime() int64 { return int64(time.Since(epoch)) }
+
+// since is the time elapsed since monotime t.
+func since(t int64) time.Duration { return time.Duration(monotime() - t) }
+
 // holds reports whether the job holds key (by stripe, in striped mode).
 func (j *job[K]) holds(key K) bool {
-	if j.keys == nil {
+	if j.multi == nil {
 		return j.e.router.Same(j.key, key)
 	}
-	for _, k := range j.keys {
+	for _, k := range *j.multi {
 		if j.e.router.Same(k, key) {
 			return true
 		}
@@ -74,7 +93,7 @@ func (j *job[K]) Run() {
 	var start time.Time
 	if e.obs != nil {
 		start = time.Now() // one clock read for both the wait and the run
-		e.obs.TaskStarted(start.Sub(j.enq))
+		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.enq))
 	}
 	j.ctx.start()
 	err, panicked := j.call()
@@ -109,8 +128,8 @@ func (j *job[K]) call() (err error, panicked bool) {
 }
 
 func (j *job[K]) keyField() zap.Field {
-	if j.keys != nil {
-		return zap.Any("keys", j.keys)
+	if j.multi != nil {
+		return zap.Any("keys", *j.multi)
 	}
 	return zap.Any("key", j.key)
 }
@@ -132,10 +151,10 @@ func (j *job[K]) beforeWait(ctx context.Context) (func(), error) {
 	if outer == nil {
 		return func() {}, nil
 	}
-	if j.keys == nil && e.held(ctx, j.key) {
+	if j.multi == nil && e.held(ctx, j.key) {
 		return nil, ErrReentrant
 	}
-	for _, k := range j.keys {
+	for _, k := range j.keys() {
 		if e.held(ctx, k) {
 			return nil, ErrReentrant
 		}

@@ -11,11 +11,10 @@ import (
 
 // Task is an accepted asynchronous submission (see Submit).
 type Task struct {
-	mt       mailbox.Task
-	mu       sync.Mutex    // guards ch and finished
-	ch       chan struct{} // closed when the task ends; made on demand
-	finished bool
-	err      error // written before the task ends, read after
+	mt  mailbox.Task
+	mu  sync.Mutex    // guards ch
+	ch  chan struct{} // closed when the task ends; made on demand; closedCh once ended
+	err error         // written before the task ends, read after
 }
 
 // waitHook lets Wait check re-entry and lend the waiter's slot.
@@ -35,9 +34,6 @@ func (t *Task) Done() <-chan struct{} {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.ch == nil {
-		if t.finished {
-			return closedCh
-		}
 		t.ch = make(chan struct{})
 	}
 	return t.ch
@@ -57,11 +53,11 @@ func (t *Task) Wait(ctx context.Context) error {
 		return ErrNilContext
 	}
 	t.mu.Lock()
-	if t.finished {
-		t.mu.Unlock()
+	ended := t.ch == closedCh
+	t.mu.Unlock()
+	if ended {
 		return t.err
 	}
-	t.mu.Unlock()
 	after, err := t.mt.Work().(waitHook).beforeWait(ctx)
 	if err != nil {
 		return err
@@ -79,8 +75,8 @@ func (t *Task) Wait(ctx context.Context) error {
 func (t *Task) end(err error) {
 	t.err = err
 	t.mu.Lock()
-	t.finished = true
 	ch := t.ch
+	t.ch = closedCh
 	t.mu.Unlock()
 	if ch != nil {
 		close(ch)
@@ -93,6 +89,7 @@ type markKey struct{}
 // marker is what a task context stores under markKey.
 type marker interface {
 	callerCtx() context.Context
+	forceCtx() context.Context // canceled when Close gives up
 }
 
 // taskCtx is the context fn receives. It carries the caller's values and
@@ -104,10 +101,9 @@ type marker interface {
 // Done: only then is a cancelable child of the caller's ctx made.
 type taskCtx struct {
 	parent context.Context
-	mark   marker          // the job; nil once the task has ended
-	force  context.Context // canceled when Close gives up
-	live   atomic.Bool     // fn is running
-	mu     sync.Mutex      // guards inner's creation and teardown
+	mark   marker      // the job
+	live   atomic.Bool // fn is running
+	mu     sync.Mutex  // guards inner's creation and teardown
 	inner  atomic.Pointer[innerCtx]
 }
 
@@ -129,7 +125,7 @@ func (c *taskCtx) Done() <-chan struct{} {
 		return in.ctx.Done()
 	}
 	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.force, cancel)}
+	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.mark.forceCtx(), cancel)}
 	c.inner.Store(in)
 	if !c.live.Load() {
 		// The task ended (or end raced with us: end stores live, then
@@ -148,7 +144,7 @@ func (c *taskCtx) Err() error {
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if !c.live.Load() || c.force.Err() != nil {
+	if !c.live.Load() || c.mark.forceCtx().Err() != nil {
 		return context.Canceled
 	}
 	return nil
