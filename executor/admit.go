@@ -213,7 +213,6 @@ func (e *Executor[K]) reject(err error) error {
 // before it is enqueued, so no other goroutine can see it start first.
 func (e *Executor[K]) accept(j *job[K]) {
 	e.submitted.Add(1)
-	e.queued.Add(1)
 	if e.obs != nil || e.needsAge {
 		j.enq = monotime()
 	}
@@ -244,7 +243,6 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 	if !j.mt.Cancel() {
 		return false
 	}
-	e.queued.Add(-1)
 	e.abandon(j, err)
 	j.Settle()
 	return true

@@ -35,8 +35,17 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
-	pending atomic.Int64 // accepted and not yet ended: WithMaxPending, and what Close drains
-	closed  atomic.Bool
+	// Counters, each on its own cache line: submitters write pending and
+	// submitted, workers started and completed. Queued and Running are
+	// derived (Submitted - Started - Canceled and Started - Completed), so
+	// Stats add up by construction.
+	pending   paddedInt64 // accepted and not yet ended: WithMaxPending, and what Close drains
+	submitted paddedUint64
+	started   paddedUint64 // tasks whose fn began
+	completed paddedUint64
+	closed    atomic.Bool
+
+	rejected, canceled, panicked atomic.Uint64
 
 	force       context.Context // canceled when Close gives up: running tasks see their ctx end
 	forceCancel context.CancelFunc
@@ -54,9 +63,16 @@ type Executor[K comparable] struct {
 	gparked   atomic.Int32  // live entries in gwait
 	drainOnce sync.Once
 	stopOnce  sync.Once
+}
 
-	submitted, completed, rejected, canceled, panicked atomic.Uint64
-	queued, running                                    atomic.Int64
+type paddedInt64 struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+type paddedUint64 struct {
+	atomic.Uint64
+	_ [56]byte
 }
 
 // Stats is a snapshot of an executor's counters. At any quiet moment
@@ -452,14 +468,21 @@ func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
 
 // Stats returns a snapshot of the executor's counters.
 func (e *Executor[K]) Stats() Stats {
+	// Load in the order the counters move (a task is submitted, then
+	// started or canceled, then completed), latest first, so that no derived
+	// gauge is ever negative.
+	completed := e.completed.Load()
+	started := e.started.Load()
+	canceled := e.canceled.Load()
+	submitted := e.submitted.Load()
 	return Stats{
 		ActiveKeys: e.router.Live(),
-		Queued:     int(e.queued.Load()),
-		Running:    int(e.running.Load()),
-		Submitted:  e.submitted.Load(),
-		Completed:  e.completed.Load(),
+		Queued:     int(submitted - started - canceled),
+		Running:    int(started - completed),
+		Submitted:  submitted,
+		Completed:  completed,
 		Rejected:   e.rejected.Load(),
-		Canceled:   e.canceled.Load(),
+		Canceled:   canceled,
 		Panicked:   e.panicked.Load(),
 	}
 }

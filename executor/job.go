@@ -84,12 +84,10 @@ func (j *job[K]) Run() {
 		err = ErrClosed
 	}
 	if err != nil {
-		e.queued.Add(-1)
 		e.abandon(j, err)
 		return
 	}
-	e.queued.Add(-1)
-	e.running.Add(1)
+	e.started.Add(1)
 	var start time.Time
 	if e.obs != nil {
 		start = time.Now() // one clock read for both the wait and the run
@@ -99,7 +97,6 @@ func (j *job[K]) Run() {
 	err, panicked := j.call()
 	j.ctx.end()
 	j.err = err
-	e.running.Add(-1)
 	e.completed.Add(1)
 	outcome := OK
 	switch {
