@@ -28,13 +28,50 @@ import (
 // time.Sleep overshoots (by about 0.6 ms per call on a small VM), which
 // no scheduler can recover; x-slept divides s/run by the same ideal
 // computed from the durations the handlers actually slept, so it shows
-// the consumer's own overhead.
+// the consumer's own overhead. The sleep-floor sub-benchmark runs the same
+// sleeps on 100 plain goroutines, with no Kafka and no ordering: its
+// x-ideal is the best any consumer can show on this machine.
 func BenchmarkParallelConsumerWorkload(b *testing.B) {
 	const (
 		records = 10_000
 		workers = 100
 		maxWork = 5 * time.Millisecond
 	)
+	b.Run("sleep-floor", func(b *testing.B) {
+		rng := rand.New(rand.NewPCG(42, 1000))
+		work := make([]time.Duration, records)
+		var total time.Duration
+		for i := range work {
+			work[i] = time.Duration(rng.Int64N(int64(maxWork)))
+			total += work[i]
+		}
+		var elapsed time.Duration
+		runs := 0
+		for b.Loop() {
+			runs++
+			next := make(chan time.Duration, records)
+			for _, w := range work {
+				next <- w
+			}
+			close(next)
+			start := time.Now()
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Go(func() {
+					for w := range next {
+						time.Sleep(w)
+					}
+				})
+			}
+			wg.Wait()
+			elapsed += time.Since(start)
+		}
+		s := elapsed.Seconds() / float64(runs)
+		ideal := (total / workers).Seconds()
+		b.ReportMetric(s, "s/run")
+		b.ReportMetric(ideal, "ideal-s")
+		b.ReportMetric(s/ideal, "x-ideal")
+	})
 	for _, nkeys := range []int{1, 10, 100, 1000, 10_000} {
 		b.Run(fmt.Sprintf("keys=%d", nkeys), func(b *testing.B) {
 			e := newEnv(b, 1)

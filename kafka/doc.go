@@ -1,0 +1,142 @@
+// Package kafka is a key-ordered parallel Kafka consumer: a consumer group
+// member (franz-go) that hands each record to a Handler on a perkey
+// executor, so that records with the same key are handled one at a time in
+// offset order while records with different keys run in parallel.
+//
+// # How partitions, the group and perkey fit
+//
+// Kafka sends every record with a given key to one partition, and the
+// consumer group gives every partition to one member. Within a member, a
+// classic consumer handles a partition's records one after another, so a
+// member can never use more threads than it has partitions, and one slow
+// record holds up every key behind it. This consumer instead submits each
+// record to an executor under its key scoped to its partition
+// (topic, partition, key): a key's records queue behind each other, every
+// other key goes ahead, and Config.Workers bounds the handlers running at
+// once. Records with a nil key share one queue per partition, so they stay
+// in partition order. To scale out, run more members in the same group;
+// to scale up, raise Workers: concurrency is no longer capped by the
+// partition count.
+//
+//	c, err := kafka.NewConsumer(kafka.Config{
+//		Brokers: []string{"localhost:9092"},
+//		Group:   "billing",
+//		Topics:  []string{"payments"},
+//		Workers: 100,
+//		Handler: func(ctx context.Context, r *kgo.Record) error {
+//			return apply(ctx, r.Key, r.Value) // one at a time per key
+//		},
+//	})
+//	if err != nil { ... }
+//	err = c.Run(ctx) // until ctx ends: drains, commits, leaves the group
+//
+// # Ordering
+//
+// For one key (same topic, partition and key bytes) handler calls never
+// overlap, and a record's handler starts only after the handlers of all
+// earlier records of the key have returned for the last time (retries run
+// inside the record's turn). This holds across rebalances and members: a
+// partition is handed over only once none of its handlers runs on this
+// member (see Rebalances), and a redelivery (see Delivery) starts again
+// from the committed offset, so the key's records are handled again in
+// offset order. Different keys have no order between them.
+//
+// # Commits
+//
+// Auto-commit is off. Each partition tracks its records from fetch to done;
+// the offset committed is the lowest offset not yet done (everything below
+// it is done), every Config.CommitInterval, when a partition is revoked,
+// and at the end of Run. Commits go through the client's group session
+// (CommitOffsetsSync: current generation and member id, leader epoch of
+// the record below the offset). A commit also carries, in its metadata,
+// the ranges of offsets done above the committed one (an "offset map",
+// like parallel-consumer's; at most 4000 bytes, the ranges that do not fit
+// are dropped): when a member is assigned the partition, it reads the map
+// and skips those records (Stats.AlreadyDone).
+//
+// # Delivery: at least once, and exactly what repeats
+//
+// Every record is handled to completion (or decided, see Handler errors)
+// at least once; nothing is skipped silently. A record is handled again
+// only in these cases:
+//
+//   - The member dies or is cut off (process crash, client closed, session
+//     timeout, a fatal group error such as UNKNOWN_MEMBER_ID, which the
+//     client reports as lost partitions): the records done since the last
+//     successful commit (at most about CommitInterval) are handled again
+//     by the next owner, except those in that commit's offset map.
+//   - A revoked partition's running handlers outlive Config.RevokeTimeout,
+//     or a shutdown outlives Config.DrainTimeout: their ctx is canceled;
+//     a handler that then returns an error leaves its record to the next
+//     owner, which handles it again (a handler that returns nil completes
+//     it). Records done above it are in the offset map and are not
+//     repeated.
+//   - A commit fails (when revoking or at the end of Run): the partition's
+//     records since the previous commit repeat, as after a crash. Run
+//     reports a failed final commit in its error.
+//   - The offset map overflowed its 4000 bytes: the done records whose
+//     ranges were dropped repeat.
+//   - Decision Stop: the failing record, not done, is delivered again
+//     after a restart, and so is everything behind it in its key.
+//
+// In particular, after a clean Run (it returned nil) and after a revoke
+// whose handlers finished within RevokeTimeout, nothing repeats. A handler
+// retried with Decision Retry sees the same record again on each attempt,
+// within the record's turn.
+//
+// # Rebalances
+//
+// The member uses BlockRebalanceOnPoll, so the group callbacks never run
+// while a poll's records are being dispatched; every poll is followed at
+// once by AllowRebalance, so rebalances are never held up by processing.
+// Every assignment of a partition gets fresh state (its generation); work
+// left from an earlier assignment can never touch it.
+//
+//   - Assigned: fresh state; the partition is resumed in case an earlier
+//     assignment left it paused (a paused partition stays paused in the
+//     client across assignments, which stalls consumption).
+//   - Revoked: no more of its records start; its running handlers get up
+//     to RevokeTimeout, then their ctx is canceled and the member waits
+//     for them to return, however long; then it commits and drops the
+//     state. The records not started go to the next owner. Only then does
+//     the callback return and the partition move, so a key never runs on
+//     two members, even when the partition is revoked and assigned straight
+//     back. Keep RevokeTimeout well below the group's rebalance timeout
+//     (kgo default 60 s), and handlers quick to return once ctx ends: a
+//     member whose handler ignores ctx past the rebalance timeout is
+//     evicted by the broker, and then the next owner may start while that
+//     handler still runs.
+//   - Lost: handlers' ctx is canceled at once, the member waits for them,
+//     and drops the state without committing (another member may own the
+//     partition already).
+//
+// # Flow control
+//
+// A partition holding Config.MaxHeld records (fetched, not done), or
+// spanning more than 16 × MaxHeld offsets from its oldest unfinished
+// record, is paused (PauseFetchPartitions) and resumed when it is back to
+// half; so a hot key or a slow handler holds at most MaxHeld +
+// MaxPollRecords records of its partition in memory while other partitions
+// keep flowing. FetchMaxWait defaults to 200 ms so that a resumed
+// partition is fetched again promptly.
+//
+// # Handler errors
+//
+// A failed record is retried in its turn (its key's later records wait)
+// with exponential backoff from Config.Backoff up to Config.MaxBackoff,
+// Config.MaxRetries times; then Config.OnFailure decides: Skip (logged at
+// warn level and counted), DeadLetter (Config.DeadLetter receives it, still
+// in its key's turn), or Stop (Run drains, commits below it, and returns a
+// *HandlerError). Config.Decide can decide per error. A panic is an error.
+//
+// # Running against a real cluster
+//
+// Config.Brokers names the seed brokers; pass TLS, SASL and other client
+// settings as kgo options to NewConsumer. The tests and the example run on
+// an in-process kfake cluster unless told otherwise:
+//
+//	KAFKA_BROKERS=host:9092 go test -race ./kafka/   # unique topics and groups, deleted after
+//	go run ./examples/kafka -brokers host:9092
+//
+// The fault-injection test needs kfake and is skipped on a real cluster.
+package kafka
