@@ -172,7 +172,7 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 		Limit:   limit,
 	}
 	if e.needsAge {
-		if h := m.Head(); h != nil {
+		if h := m.Oldest(); h != nil {
 			load.OldestWait = since(h.Work().(*job[K]).enq)
 		}
 	}

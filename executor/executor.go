@@ -516,7 +516,7 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if !e.router.Striped() {
 		return k
 	}
-	t := m.Head()
+	t := m.Oldest()
 	if t == nil {
 		t = m.Holder()
 	}

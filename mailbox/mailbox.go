@@ -2,6 +2,7 @@ package mailbox
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,10 +20,12 @@ type Mailbox struct {
 	r          *Runner
 	owner      Owner
 	head, tail *Entry
-	pending    int   // entries queued or holding
-	readers    int   // shared holds granted
-	writer     *Task // the exclusive holder, if any
-	driven     bool  // a drive loop is scheduled or running
+	pending    atomic.Int32          // entries queued, holding or in a run; decremented unlocked only by the driver
+	batch      Task                  // stands in m.writer while a drive loop runs a batch
+	cursor     atomic.Pointer[Entry] // the batch's next task to start, if any
+	readers    int                   // shared holds granted
+	writer     *Task                 // the exclusive holder, if any
+	driven     bool                  // a drive loop is scheduled or running
 	run        func()
 
 	// The waiting room: submissions parked until the queue has room
@@ -34,7 +37,7 @@ type Mailbox struct {
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
-	served    int
+	served    atomic.Int32 // counted unlocked by the drive loop, decayed locked
 
 	// Slot is free for the owner (the router keeps the key's index here).
 	Slot int
@@ -44,7 +47,7 @@ type Mailbox struct {
 // with room for limit pending tasks (0 = no cap) when submissions park.
 func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 	m.mu, m.r, m.owner, m.limit = mu, r, o, limit
-	m.busySince, m.served = 0, 0
+	m.Reset()
 	if m.run == nil {
 		m.run = func() { r.loop(item{m: m}) }
 	}
@@ -52,7 +55,7 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate)
 // before it is reused for another key (locked).
-func (m *Mailbox) Reset() { m.busySince, m.served = 0, 0 }
+func (m *Mailbox) Reset() { m.busySince = 0; m.served.Store(0) }
 
 // Lock locks the mailbox's shard.
 func (m *Mailbox) Lock() { m.mu.Lock() }
@@ -61,13 +64,13 @@ func (m *Mailbox) Lock() { m.mu.Lock() }
 func (m *Mailbox) Unlock() { m.unlockRetire() }
 
 // Pending is the number of tasks queued or holding (locked).
-func (m *Mailbox) Pending() int { return m.pending }
+func (m *Mailbox) Pending() int { return int(m.pending.Load()) }
 
 // Parked is the number of submissions waiting for room (locked).
 func (m *Mailbox) Parked() int { return m.parked }
 
 // Idle reports whether nothing is queued, held, parked or driven (locked).
-func (m *Mailbox) Idle() bool { return m.pending == 0 && m.parked == 0 && !m.driven }
+func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked == 0 && !m.driven }
 
 // ServiceTime estimates how long the key takes per task lately, from the
 // tasks it finished while a queue stood; 0 means no estimate (locked).
@@ -76,10 +79,11 @@ func (m *Mailbox) ServiceTime() time.Duration {
 		return 0
 	}
 	busy := time.Duration(time.Now().UnixNano() - m.busySince)
-	if m.served == 0 {
+	served := m.served.Load()
+	if served == 0 {
 		return busy // nothing finished yet: at least this long
 	}
-	return busy / time.Duration(m.served)
+	return busy / time.Duration(served)
 }
 
 // Park puts e in the waiting room until the queue has room; its task's
@@ -129,12 +133,21 @@ func (m *Mailbox) unpark(e *Entry) {
 // promote admits parked submissions while there is room (locked); the
 // caller then calls wake, as after any change to the queue.
 func (m *Mailbox) promote() {
-	for m.parkHead != nil && (m.limit == 0 || m.pending < m.limit) {
+	for m.parkHead != nil && (m.limit == 0 || int(m.pending.Load()) < m.limit) {
 		e := m.parkHead
 		m.unpark(e)
 		e.t.work.Admit()
 		m.link(e)
 	}
+}
+
+// Oldest returns the oldest task that has not started: the next of a
+// running batch, else the head of the queue; nil if none (locked).
+func (m *Mailbox) Oldest() *Task {
+	if e := m.cursor.Load(); e != nil {
+		return e.t
+	}
+	return m.Head()
 }
 
 // Head returns the oldest queued task, or nil (locked).
@@ -145,8 +158,14 @@ func (m *Mailbox) Head() *Task {
 	return m.head.t
 }
 
-// Holder returns the task holding m exclusively, or nil (locked).
-func (m *Mailbox) Holder() *Task { return m.writer }
+// Holder returns the task holding m exclusively, or nil (locked); nil too
+// while a drive loop runs a batch.
+func (m *Mailbox) Holder() *Task {
+	if m.writer == &m.batch {
+		return nil
+	}
+	return m.writer
+}
 
 // Each calls f for every queued task, oldest first (locked).
 func (m *Mailbox) Each(f func(t *Task)) {
@@ -170,7 +189,7 @@ func (m *Mailbox) Hold(t *Task) {
 	e.m = m
 	e.held = true
 	m.grant(e)
-	m.pending++
+	m.pending.Add(1)
 	t.need.Store(0)
 	t.markRunning()
 }
@@ -187,6 +206,7 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 func (m *Mailbox) link(e *Entry) {
 	if m.head != nil && m.busySince == 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
+		m.served.Store(0)
 	}
 	e.m = m
 	e.queued = true
@@ -198,7 +218,7 @@ func (m *Mailbox) link(e *Entry) {
 		m.head = e
 	}
 	m.tail = e
-	m.pending++
+	m.pending.Add(1)
 }
 
 // Dispatch schedules m's drive loop; call after Enqueue said so, unlocked.
@@ -254,7 +274,7 @@ func (m *Mailbox) wake() bool {
 // after it retires.
 func (m *Mailbox) unlockRetire() {
 	mu := m.mu
-	if m.pending == 0 && !m.driven && m.parked == 0 {
+	if m.pending.Load() == 0 && !m.driven && m.parked == 0 {
 		m.owner.Retire(m)
 	}
 	mu.Unlock()
@@ -283,10 +303,16 @@ func (m *Mailbox) drive(budget int) *Task {
 			return nil
 		}
 		t := e.t
+		if t.many == nil && !t.shared {
+			n := m.runBatch(budget, done)
+			done = nil
+			budget -= n
+			continue
+		}
 		m.unlink(e)
 		if t.state.Load() == Canceled {
 			// Its canceler finds the entry neither queued nor held.
-			m.pending--
+			m.pending.Add(-1)
 			continue
 		}
 		m.grant(e)
@@ -309,21 +335,59 @@ func (m *Mailbox) drive(budget int) *Task {
 			}
 			return t
 		}
-		if !t.state.CompareAndSwap(Queued, Running) {
-			continue // canceled: its canceler gives the hold back
-		}
-		m.mu.Unlock()
-		settle(done)
-		t.work.Run()
-		budget--
-		m.mu.Lock()
-		m.unhold(e)
-		m.pending--
-		m.finished()
-		m.promote()
-		t.finish()
-		done = t
+		panic("perkey/mailbox: unreachable")
 	}
+}
+
+// runBatch runs a batch of the single-key exclusive tasks at the head of the
+// queue, up to budget, with m locked on entry and on return; it settles done
+// (a task of the caller's) once unlocked, and returns how many tasks it took.
+//
+// The batch is detached from the queue under one lock and run without
+// taking the lock again, so a busy key costs two lock round trips per batch
+// instead of two per task. While it runs, m.writer is m.batch: nothing else
+// can hold m and new submissions queue behind the batch. A batched task
+// canceled before it starts loses the start CAS; its canceler gives its
+// place back at once (Entry.release), and the loop skips it.
+func (m *Mailbox) runBatch(budget int, done *Task) int {
+	first := m.head
+	last, n := first, 0
+	for e := first; e != nil && n < budget && e.t.many == nil && !e.t.shared; e = e.next {
+		e.queued, e.batched = false, true
+		last = e
+		n++
+	}
+	m.head = last.next
+	if m.head != nil {
+		m.head.prev = nil
+	} else {
+		m.tail = nil
+	}
+	last.next = nil
+	m.writer = &m.batch
+	m.mu.Unlock()
+	settle(done)
+
+	for e := first; e != nil; {
+		next := e.next
+		t := e.t
+		if t.state.CompareAndSwap(Queued, Running) {
+			m.cursor.Store(next)
+			t.work.Run()
+			m.pending.Add(-1)
+			m.served.Add(1)
+			t.finish()
+			t.work.Settle()
+		}
+		e = next
+	}
+
+	m.mu.Lock()
+	m.cursor.Store(nil)
+	m.writer = nil
+	m.decay()
+	m.promote()
+	return n
 }
 
 // grantReaders grants every further shared task at the head and puts them on
@@ -335,7 +399,7 @@ func (m *Mailbox) grantReaders() bool {
 		t := e.t
 		m.unlink(e)
 		if t.state.Load() == Canceled {
-			m.pending--
+			m.pending.Add(-1)
 			continue
 		}
 		m.grant(e)
@@ -348,19 +412,21 @@ func (m *Mailbox) grantReaders() bool {
 	return more
 }
 
-// finished counts a finished task toward the service-rate estimate, which
-// decays so that it follows recent tasks (locked).
-func (m *Mailbox) finished() {
+// decay keeps the service-rate estimate recent: past 64 tasks it halves
+// both the count and the span, and it forgets everything when the queue
+// drains (locked).
+func (m *Mailbox) decay() {
 	if m.busySince == 0 {
 		return
 	}
-	if m.served++; m.served == 64 {
+	if m.head == nil {
+		m.Reset() // the queue drained
+		return
+	}
+	if s := m.served.Load(); s >= 64 {
 		now := time.Now().UnixNano()
 		m.busySince = now - (now-m.busySince)/2
-		m.served = 32
-	}
-	if m.head == nil {
-		m.busySince, m.served = 0, 0 // the queue drained
+		m.served.Store(s / 2)
 	}
 }
 

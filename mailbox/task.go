@@ -46,6 +46,7 @@ type Entry struct {
 	queued     bool // linked in m's queue; guarded by m's lock
 	held       bool // m has granted t; guarded by m's lock
 	parked     bool // linked in m's waiting room; guarded by m's lock
+	batched    bool // taken into a drive loop's batch, not started; guarded by m's lock
 }
 
 // Init prepares a zero t for a single-key submission.
@@ -135,11 +136,13 @@ func (e *Entry) release() {
 		m.unlink(e)
 	case e.held:
 		m.unhold(e)
+	case e.batched:
+		e.batched = false // the drive loop will skip it
 	default:
 		m.mu.Unlock()
 		return
 	}
-	m.pending--
+	m.pending.Add(-1)
 	m.promote()
 	wake := m.wake()
 	m.unlockRetire()
