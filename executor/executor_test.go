@@ -1676,8 +1676,8 @@ func TestCloseGivesUp(t *testing.T) {
 		if err := <-closed; !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Close: got %v; want %v", err, context.DeadlineExceeded)
 		}
-		if got := time.Since(start); got != 50*time.Millisecond {
-			t.Errorf("Close returned after %v; want 50ms", got)
+		if got := time.Since(start); got < 50*time.Millisecond {
+			t.Errorf("Close returned after %v; want >= 50ms", got)
 		}
 		if err := running.Wait(context.Background()); !errors.Is(err, errTask) {
 			t.Errorf("running task: got %v; want its own error %v", err, errTask)
