@@ -14,16 +14,16 @@ import (
 
 // Defaults for the Config fields left at their zero value.
 const (
-	DefaultWorkers        = executor.DefaultWorkers
-	DefaultMaxHeld        = 1000
-	DefaultMaxPollRecords = 500
-	DefaultCommitInterval = time.Second
-	DefaultMaxRetries     = 3
-	DefaultBackoff        = 100 * time.Millisecond
-	DefaultMaxBackoff     = 10 * time.Second
-	DefaultRevokeTimeout  = 10 * time.Second
-	DefaultDrainTimeout   = 30 * time.Second
-	DefaultFetchMaxWait   = 200 * time.Millisecond
+	DefaultWorkers        = executor.DefaultWorkers // Config.Workers
+	DefaultMaxHeld        = 1000                    // Config.MaxHeld
+	DefaultMaxPollRecords = 500                     // Config.MaxPollRecords
+	DefaultCommitInterval = time.Second             // Config.CommitInterval
+	DefaultMaxRetries     = 3                       // Config.MaxRetries
+	DefaultBackoff        = 100 * time.Millisecond  // Config.Backoff
+	DefaultMaxBackoff     = 10 * time.Second        // Config.MaxBackoff
+	DefaultRevokeTimeout  = 10 * time.Second        // Config.RevokeTimeout
+	DefaultDrainTimeout   = 30 * time.Second        // Config.DrainTimeout
+	DefaultFetchMaxWait   = 200 * time.Millisecond  // kgo.FetchMaxWait, unless a kgo.Opt overrides it
 )
 
 // NoRetries, as Config.MaxRetries, sends a failed record straight to the
@@ -32,10 +32,11 @@ const NoRetries = -1
 
 // Handler handles one record. It runs with no other record of the same key
 // (same topic, partition and key) in flight, after every earlier record of
-// that key is done. ctx ends when the record's partition is taken away and
-// the revoke or shutdown grace period has passed: a handler must return soon
-// after, since the consumer waits for it before it lets the partition go (so
-// a key never runs on two members at once).
+// that key is done. ctx ends when the record's partition is lost, or is
+// revoked (or Run is ending) and the grace period (RevokeTimeout,
+// DrainTimeout) has passed: a handler must return soon after, since the
+// consumer waits for it before it lets the partition go (so a key never runs
+// on two members at once).
 //
 // A nil error marks the record done. An error is retried (see
 // Config.MaxRetries) and then decided (see Decision). A panic is recovered
@@ -131,14 +132,17 @@ type Config struct {
 	// stops the consumer (Run returns it).
 	DeadLetter func(ctx context.Context, rec *kgo.Record, err error) error
 
-	// RevokeTimeout bounds how long a revoked partition's records may run
-	// to completion before the rest are canceled (see Handler).
+	// RevokeTimeout bounds how long the running handlers of a revoked
+	// partition may take before their ctx is canceled (see Handler); its
+	// records not started yet are left to the next owner at once.
 	// Default DefaultRevokeTimeout (10s). Keep it well below the group's
 	// rebalance timeout (kgo default 60s).
 	RevokeTimeout time.Duration
 
-	// DrainTimeout is the same bound for the shutdown at the end of Run.
-	// Default DefaultDrainTimeout (30s).
+	// DrainTimeout bounds the shutdown at the end of Run: every record
+	// already dispatched may finish within it, then the rest are left and
+	// the running handlers' ctx is canceled. Default DefaultDrainTimeout
+	// (30s).
 	DrainTimeout time.Duration
 
 	// Logger receives lifecycle, rebalance, commit, skip and failure

@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/perkey/perkey/executor"
 )
@@ -22,9 +23,10 @@ import (
 // which every record is done. Create it with NewConsumer and start it with
 // Run.
 type Consumer struct {
-	cfg  Config
-	opts []kgo.Opt
-	log  *zap.Logger
+	cfg     Config
+	opts    []kgo.Opt
+	log     *zap.Logger
+	sampled *zap.Logger // fetch errors: at most 10 a second, then 1 in 1000
 
 	started atomic.Bool
 
@@ -74,10 +76,14 @@ func NewConsumer(cfg Config, opts ...kgo.Opt) (*Consumer, error) {
 			return nil, cfgErr("nil kgo.Opt")
 		}
 	}
+	log := cfg.Logger.Named("kafka")
 	return &Consumer{
-		cfg:       cfg,
-		opts:      opts,
-		log:       cfg.Logger.Named("kafka"),
+		cfg:  cfg,
+		opts: opts,
+		log:  log,
+		sampled: log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)
+		})),
 		parts:     make(map[TopicPartition]*partition),
 		committed: make(map[TopicPartition]int64),
 	}, nil
@@ -165,7 +171,7 @@ func (c *Consumer) poll(ctx context.Context) (clientClosed bool) {
 			return false
 		}
 		fs.EachError(func(topic string, p int32, err error) {
-			c.log.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
+			c.sampled.Warn("fetch error", zap.String("topic", topic), zap.Int32("partition", p), zap.Error(err))
 		})
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) > 0 {
