@@ -6,6 +6,9 @@ import (
 	"time"
 )
 
+// batchHold stands in m.writer while a drive loop runs a batch.
+var batchHold Task
+
 // Owner is told when a mailbox goes idle (nothing queued, held or driven) or
 // busy again. Both are called with the mailbox's lock held.
 type Owner interface {
@@ -21,7 +24,6 @@ type Mailbox struct {
 	owner      Owner
 	head, tail *Entry
 	pending    atomic.Int32          // entries queued, holding or in a run; decremented unlocked only by the driver
-	batch      Task                  // stands in m.writer while a drive loop runs a batch
 	cursor     atomic.Pointer[Entry] // the batch's next task to start, if any
 	readers    int                   // shared holds granted
 	writer     *Task                 // the exclusive holder, if any
@@ -161,7 +163,7 @@ func (m *Mailbox) Head() *Task {
 // Holder returns the task holding m exclusively, or nil (locked); nil too
 // while a drive loop runs a batch.
 func (m *Mailbox) Holder() *Task {
-	if m.writer == &m.batch {
+	if m.writer == &batchHold {
 		return nil
 	}
 	return m.writer
@@ -345,7 +347,7 @@ func (m *Mailbox) drive(budget int) *Task {
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
-// instead of two per task. While it runs, m.writer is m.batch: nothing else
+// instead of two per task. While it runs, m.writer is batchHold: nothing else
 // can hold m and new submissions queue behind the batch. A batched task
 // canceled before it starts loses the start CAS; its canceler gives its
 // place back at once (Entry.release), and the loop skips it.
@@ -364,7 +366,7 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 		m.tail = nil
 	}
 	last.next = nil
-	m.writer = &m.batch
+	m.writer = &batchHold
 	m.mu.Unlock()
 	settle(done)
 

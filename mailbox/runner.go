@@ -205,12 +205,7 @@ type ring struct {
 
 func (q *ring) push(it item) {
 	if q.size == len(q.buf) {
-		n := max(2*len(q.buf), 16)
-		buf := make([]item, n)
-		for i := 0; i < q.size; i++ {
-			buf[i] = q.buf[(q.head+i)%len(q.buf)]
-		}
-		q.buf, q.head = buf, 0
+		q.resize(max(2*len(q.buf), 16))
 	}
 	q.buf[(q.head+q.size)%len(q.buf)] = it
 	q.size++
@@ -224,5 +219,17 @@ func (q *ring) pop() (item, bool) {
 	q.buf[q.head] = item{}
 	q.head = (q.head + 1) % len(q.buf)
 	q.size--
+	if len(q.buf) > 64 && q.size <= len(q.buf)/8 {
+		// Give back what a burst took: memory follows the work now.
+		q.resize(len(q.buf) / 4)
+	}
 	return it, true
+}
+
+func (q *ring) resize(n int) {
+	buf := make([]item, n)
+	for i := 0; i < q.size; i++ {
+		buf[i] = q.buf[(q.head+i)%len(q.buf)]
+	}
+	q.buf, q.head = buf, 0
 }

@@ -24,6 +24,7 @@ type shard[K comparable] struct {
 	mu    sync.Mutex
 	m     map[K]*node[K] // guarded by mu
 	spare *node[K]       // a retired node kept for reuse; guarded by mu
+	peak  int            // len(m)'s high-water mark since m was made; guarded by mu
 	r     *Router[K]
 	_     [40]byte // keep neighbouring shard locks off one cache line
 }
@@ -120,6 +121,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 		}
 		n.key = key
 		s.m[key] = n
+		s.peak = max(s.peak, len(s.m))
 		rt.live.Add(1)
 	}
 	return &n.mb
@@ -135,6 +137,9 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 	}
 	delete(s.m, n.key)
 	s.r.live.Add(-1)
+	if s.peak > 256 && len(s.m) <= s.peak/8 {
+		s.shrink()
+	}
 	if s.spare == nil {
 		// Keep one idle node per shard: a key that comes and goes (the
 		// uncontended Do) then allocates nothing. Its mailbox is zero again
@@ -144,6 +149,18 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 		n.mb.Reset()
 		s.spare = n
 	}
+}
+
+// shrink copies the table into a map sized for what is live now. Go maps
+// never give memory back; without this a burst of a million keys would be
+// kept for good. The copy is paid for by the deletes since the peak, at least
+// seven times as many as the entries copied.
+func (s *shard[K]) shrink() {
+	m := make(map[K]*node[K], len(s.m))
+	for k, n := range s.m {
+		m[k] = n
+	}
+	s.m, s.peak = m, len(m)
 }
 
 // Retire marks an idle stripe as not busy (called locked).
