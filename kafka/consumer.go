@@ -119,7 +119,12 @@ func (c *Consumer) Run(ctx context.Context) error {
 	if !c.started.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
-	eopts := []executor.Option{executor.WithWorkers(c.cfg.Workers), executor.WithLogger(c.cfg.Logger)}
+	// Throughput 1: a key with a backlog gives its worker back after each
+	// record, so waiting keys start in fetch order and no busy key holds
+	// back other keys or partitions (and their commits) for a run of its
+	// records.
+	eopts := []executor.Option{executor.WithWorkers(c.cfg.Workers), executor.WithLogger(c.cfg.Logger),
+		executor.WithThroughput(1)}
 	if c.cfg.Observer != nil {
 		eopts = append(eopts, executor.WithObserver(c.cfg.Observer))
 	}

@@ -164,6 +164,42 @@ func TestMemberJoinsAndLeaves(t *testing.T) {
 		sa.Handled, sa.Revoked, sa.Assigned, sb.Handled, sa.AlreadyDone, sb.AlreadyDone)
 }
 
+// TestKeyNeverOnTwoMembers: handlers that take 400 ms (longer than a
+// hand-over takes) and ignore their
+// ctx, so that a partition handed over without waiting for them would have
+// the next owner start a key while the previous owner still runs it.
+// Revocation waits, so the ledger never sees a key inside two handlers.
+func TestKeyNeverOnTwoMembers(t *testing.T) {
+	e := newEnv(t, 4)
+	p := e.produce(120, 40, 0, 13)
+	l := newLedger(t, p)
+	slow := func(member string) kafka.Handler {
+		return func(ctx context.Context, r *kgo.Record) error {
+			l.begin(member, r)
+			time.Sleep(400 * time.Millisecond)
+			l.end(member, r, true)
+			return nil
+		}
+	}
+	cfg := e.config(slow("a"))
+	a := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "a handling", func() bool { return l.doneCount() >= 16 })
+	cfg.Handler = slow("b")
+	b := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "b handling", func() bool { return b.c.Stats().Handled >= 16 })
+	if err := b.stop(t); err != nil {
+		t.Fatalf("b's Run: %v; want nil", err)
+	}
+	waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
+	if err := a.stop(t); err != nil {
+		t.Fatalf("a's Run: %v; want nil", err)
+	}
+	if dups := l.check(); len(dups) > 0 {
+		t.Errorf("%d records handled twice; want none", len(dups))
+	}
+	checkCommittedToEnd(t, e, p)
+}
+
 // TestRevokeGraceExpires: handlers slower than RevokeTimeout. On each
 // revoke and stop the running handlers are canceled and waited for before
 // the partition goes, so a key is still never inside two handlers, and the
@@ -489,6 +525,46 @@ func TestHotKeyPauses(t *testing.T) {
 		t.Errorf("records held: at most %d (sampled %d); want <= %d", s.MaxHeld, most, bound)
 	}
 	checkCommittedToEnd(t, e, p)
+}
+
+// TestPausedPartitionComesBack: partitions paused by flow control move to
+// a second member and back. A paused partition stays paused in the client
+// across assignments unless resumed, which would stall it for good
+// (parallel-consumer #857); here every record is still handled.
+func TestPausedPartitionComesBack(t *testing.T) {
+	e := newEnv(t, 2)
+	p := e.produce(size(1500, 1000), 8, 0, 12)
+	if len(p.ends) != 2 {
+		t.Fatalf("records on %d partitions; want 2", len(p.ends))
+	}
+	l := newLedger(t, p)
+	cfg := e.config(l.handler("a", 2*time.Millisecond))
+	cfg.Workers = 2
+	cfg.MaxHeld = 20
+	cfg.MaxPollRecords = 10
+	a := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "a partition paused", func() bool { return a.c.Stats().Paused > 0 })
+	cfg.Handler = l.handler("b", 2*time.Millisecond)
+	b := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "b handling", func() bool { return b.c.Stats().Handled >= 20 })
+	if err := b.stop(t); err != nil {
+		t.Fatalf("b's Run: %v; want nil", err)
+	}
+	if l.doneCount() == p.total {
+		t.Fatalf("everything was handled before b left; the test needs more records")
+	}
+	waitFor(t, 60*time.Second, "every record handled (a stalled partition never finishes)",
+		func() bool { return l.doneCount() == p.total })
+	if err := a.stop(t); err != nil {
+		t.Fatalf("a's Run: %v; want nil", err)
+	}
+	if dups := l.check(); len(dups) > 0 {
+		t.Errorf("%d records handled twice; want none", len(dups))
+	}
+	checkCommittedToEnd(t, e, p)
+	if s := a.c.Stats(); s.Revoked == 0 {
+		t.Errorf("a revoked no partition; want b to have taken one")
+	}
 }
 
 func TestNewConsumerConfig(t *testing.T) {
