@@ -1,0 +1,77 @@
+// Package soak is perkey's soak and chaos harness: it runs mixed, faulty
+// load against one executor at a time, restarts the executor under load, and
+// checks, while it runs, the invariants an executor that replaces locks must
+// keep. cmd/perkey-soak is its command line; Run is the whole of it.
+//
+// # Load
+//
+// Producers (goroutines) draw keys from a Zipf distribution (a few hot keys,
+// a long tail) and call Do (sometimes through executor.Call), Submit in
+// batches followed by Wait, DoMany on 2–3 keys and DoShared. Their contexts
+// time out, are canceled before the call, while it is queued or while fn
+// runs. Their tasks return at once, return an error, panic, or sleep 0–2 ms
+// (cut short if their ctx ends). Every executor generation gets its own
+// policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
+// WithMaxPending), throughput and, for one in four, striped mode. Every
+// RestartEvery the generation is closed under load, either with a deadline
+// of at most 1 ms (forced: queued tasks fail with ErrClosed, running ones see
+// their ctx end) or with a long one (drained), and a new executor replaces
+// it. Producers that meet ErrClosed wait for the replacement and go on.
+//
+// # Invariants
+//
+// Each has a counter that must be 0 at the end.
+//
+//   - overlap: an exclusive task (Do, Submit, one key of DoMany) started
+//     while another task of one of its keys was running, or a shared task
+//     started while an exclusive one of its key was running. Occupancy is
+//     kept per key across generations, so it also catches a Close that
+//     returned while a task of its generation was still running.
+//   - FIFO break: tasks that one producer submitted on one key, each call
+//     returning before the next began (a Submit batch, then possibly a
+//     blocking call on the same keys), started out of submission order. Only
+//     tasks that started are compared; a canceled or rejected one drops out.
+//     Across batches the order is implied: a producer waits for every task
+//     of a batch before it starts the next.
+//   - lost: an accepted task whose submitter never heard of its end. Per
+//     generation, blocking calls started vs returned and accepted Submits vs
+//     their Wait returning; the counts must meet within 10 s of the
+//     generation's Close.
+//   - ran twice: fn of one submission started more than once (each
+//     submission carries its own started bit, so the check costs no memory
+//     that grows with the run).
+//   - ran after cancel: fn started after its submitter had been told that
+//     it never ran, or a task whose ctx was canceled while its key was
+//     provably held ran anyway. "Provably held": the producer submits a gate
+//     task and then the victim on the same key, waits until the gate's fn is
+//     running, cancels the victim's ctx, and sees the gate still running
+//     after cancel returned. The victim is behind the gate in the key's FIFO,
+//     so its ctx ended before it could start and it must never run.
+//   - slow withdrawal: in that gate scenario, the victim's Wait did not
+//     return within 5 s while the gate still held the key (behaviour 6: a
+//     canceled task gives its place back at once).
+//   - wrong outcome: a call's result disagrees with what happened to fn. fn
+//     ran: the result must be exactly what fn returned (nil, this task's
+//     error, a *PanicError carrying this task's panic value, Call's value).
+//     fn did not run: the result must be ErrBusy, ErrClosed or an error
+//     matching the caller's ended ctx.
+//   - counters: right after each Close returns, Submitted == Completed +
+//     Canceled and Queued == Running == 0; ActiveKeys reaches 0 within 2 s;
+//     once the generation's calls have all returned, the fns the harness saw
+//     run equal Completed, its panics equal Panicked and its ErrBusy results
+//     equal Rejected. While load runs, every 5 ms: Submitted >= Completed +
+//     Canceled (the later of two snapshots' Submitted against the earlier's
+//     sum, so a Stats that reads its counters one at a time cannot fake a
+//     violation), Queued and Running not negative, and HotKeys sorted with
+//     positive Pending.
+//   - over workers: more fns running at once than WithWorkers allows,
+//     counted by the fns themselves (Stats.Running is not compared: a
+//     snapshot that is not atomic may overstate it).
+//   - leaked goroutines: after the last Close and the producers' exit,
+//     runtime.NumGoroutine does not fall back to its value before the run
+//     (plus a slack of 2) within 5 s.
+//
+// The heap in use after a forced GC is sampled before the load, halfway and
+// after the last Close; the run fails if the end exceeds the start by more
+// than 16 MiB.
+package soak

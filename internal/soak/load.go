@@ -1,0 +1,367 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/perkey/perkey/executor"
+)
+
+// op is a kind of producer step.
+type op int
+
+const (
+	opDo op = iota
+	opCall
+	opSubmit
+	opDoMany
+	opDoShared
+	opGate
+	numOps
+)
+
+var opNames = [numOps]string{
+	opDo:       "Do",
+	opCall:     "Call",
+	opSubmit:   "Submit",
+	opDoMany:   "DoMany",
+	opDoShared: "DoShared",
+	opGate:     "gate+cancel",
+}
+
+func (o op) String() string { return opNames[o] }
+
+// opWeights is the mix of steps, in percent.
+var opWeights = [numOps]int{
+	opDo:       25,
+	opCall:     5,
+	opSubmit:   25,
+	opDoMany:   15,
+	opDoShared: 28,
+	opGate:     2,
+}
+
+// producer is one goroutine of load. Its random source and its queue-wait
+// histogram are its own; the histogram is written by the fns it submitted.
+type producer struct {
+	h    *harness
+	id   int
+	r    *rand.Rand
+	zipf *rand.Zipf
+	wait histogram
+}
+
+func newProducer(h *harness, id int) *producer {
+	r := rand.New(rand.NewPCG(h.cfg.Seed, uint64(id)+1))
+	return &producer{h: h, id: id, r: r, zipf: rand.NewZipf(r, 1.1, 1, uint64(h.cfg.Keys-1))}
+}
+
+// loop runs steps until the run stops. A step that met ErrClosed waits for
+// the next generation instead of spinning on the closing one.
+func (p *producer) loop() {
+	for !p.h.stop.Load() {
+		g := p.h.cur.Load()
+		if g == nil {
+			return
+		}
+		if p.step(g) {
+			select {
+			case <-g.replaced:
+			case <-p.h.over:
+				return
+			}
+		}
+	}
+}
+
+// step runs one random operation on g and reports whether it met ErrClosed.
+func (p *producer) step(g *generation) (closed bool) {
+	x := p.r.IntN(100)
+	o := op(0)
+	for ; x >= opWeights[o]; o++ {
+		x -= opWeights[o]
+	}
+	p.h.calls[o].Add(1)
+	switch o {
+	case opSubmit:
+		return p.batch(g)
+	case opGate:
+		return p.gate(g)
+	case opDoMany:
+		keys := p.distinctKeys(2 + p.r.IntN(2))
+		return p.call(g, o, keys, nil, 0)
+	}
+	return p.call(g, o, []int{p.key()}, nil, 0)
+}
+
+func (p *producer) key() int { return int(p.zipf.Uint64()) }
+
+// distinctKeys draws up to n distinct keys (fewer if the hot keys keep
+// coming up).
+func (p *producer) distinctKeys(n int) []int {
+	keys := make([]int, 0, n)
+	for try := 0; len(keys) < n && try < 4*n; try++ {
+		if k := p.key(); !slices.Contains(keys, k) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// context returns a ctx for one submission: mostly Background, else one
+// that times out within 3 ms, is canceled within 2 ms, or has already ended.
+func (p *producer) context() (context.Context, context.CancelFunc) {
+	switch x := p.r.IntN(100); {
+	case x < 65:
+		return context.Background(), func() {}
+	case x < 80:
+		return context.WithTimeout(context.Background(), time.Duration(p.r.Int64N(int64(3*time.Millisecond))))
+	case x < 95:
+		ctx, cancel := context.WithCancel(context.Background())
+		t := time.AfterFunc(time.Duration(p.r.Int64N(int64(2*time.Millisecond))), cancel)
+		return ctx, func() { t.Stop(); cancel() }
+	default:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		return ctx, cancel
+	}
+}
+
+// newTask draws a task's behaviour: mostly quick, else slow (0–2 ms), an
+// error or a panic.
+func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context) *task {
+	t := &task{
+		id:     p.h.nextID.Add(1),
+		g:      g,
+		p:      p,
+		op:     o.String(),
+		keys:   keys,
+		shared: o == opDoShared,
+		ctx:    ctx,
+	}
+	switch x := p.r.IntN(100); {
+	case x < 80:
+	case x < 90:
+		t.do, t.nap = slow, time.Duration(p.r.Int64N(int64(2*time.Millisecond)))
+	case x < 96:
+		t.do = failing
+	default:
+		t.do = panicky
+	}
+	return t
+}
+
+// call makes one blocking call (Do, Call, DoShared or DoMany) and checks its
+// result. streams and seq place it in a batch's FIFO streams (nil outside a
+// batch).
+func (p *producer) call(g *generation, o op, keys []int, streams []*stream, seq int64) (closed bool) {
+	ctx, cancel := p.context()
+	defer cancel()
+	t := p.newTask(g, o, keys, ctx)
+	t.streams, t.seq = streams, seq
+	fn := func(ctx context.Context) error { return p.h.run(ctx, t) }
+	g.calls.Add(1)
+	t.submitted = time.Now()
+	var err error
+	switch o {
+	case opDo:
+		err = g.e.Do(ctx, keys[0], fn)
+	case opCall:
+		var v uint64
+		v, err = executor.Call(ctx, g.e, keys[0], func(ctx context.Context) (uint64, error) {
+			return t.id, p.h.run(ctx, t)
+		})
+		p.h.settle(t, err, v, true)
+		g.returns.Add(1)
+		return errors.Is(err, executor.ErrClosed)
+	case opDoShared:
+		err = g.e.DoShared(ctx, keys[0], fn)
+	case opDoMany:
+		arg := keys
+		if p.r.IntN(10) == 0 {
+			arg = append(slices.Clone(keys), keys[0]) // DoMany removes duplicates
+		}
+		err = g.e.DoMany(ctx, arg, fn)
+	}
+	p.h.settle(t, err, 0, false)
+	g.returns.Add(1)
+	return errors.Is(err, executor.ErrClosed)
+}
+
+// submitted is an accepted Submit awaiting its Wait.
+type submitted struct {
+	t      *task
+	tk     *executor.Task
+	cancel context.CancelFunc
+}
+
+// batch submits 2–8 tasks over 1–3 keys, sometimes follows them with a
+// blocking call on the same keys, then waits for them in random order.
+// Each key's submissions form a FIFO stream.
+func (p *producer) batch(g *generation) (closed bool) {
+	keys := p.distinctKeys(1 + p.r.IntN(3))
+	streams := make([]*stream, len(keys))
+	for i := range streams {
+		streams[i] = new(stream)
+	}
+	n := 2 + p.r.IntN(7)
+	subs := make([]submitted, 0, n)
+	var seq int64
+	for range n {
+		i := p.r.IntN(len(keys))
+		ctx, cancel := p.context()
+		seq++
+		t := p.newTask(g, opSubmit, keys[i:i+1], ctx)
+		t.streams, t.seq = streams[i:i+1], seq
+		t.submitted = time.Now()
+		tk, err := g.e.Submit(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
+		if err != nil {
+			p.h.settle(t, err, 0, false)
+			cancel()
+			closed = closed || errors.Is(err, executor.ErrClosed)
+			continue
+		}
+		g.accepted.Add(1)
+		if p.r.IntN(20) == 0 {
+			cancel() // most likely while queued
+		}
+		subs = append(subs, submitted{t, tk, cancel})
+	}
+	if p.r.IntN(3) == 0 {
+		// A blocking call after the Submits: it must start after them.
+		seq++
+		switch i := p.r.IntN(len(keys)); p.r.IntN(3) {
+		case 0:
+			closed = p.call(g, opDo, keys[i:i+1], streams[i:i+1], seq) || closed
+		case 1:
+			closed = p.call(g, opDoShared, keys[i:i+1], streams[i:i+1], seq) || closed
+		default:
+			closed = p.call(g, opDoMany, keys, streams, seq) || closed
+		}
+	}
+	p.r.Shuffle(len(subs), func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
+	for _, s := range subs {
+		p.await(g, s.t, s.tk)
+		s.cancel()
+	}
+	return closed
+}
+
+func isDone(tk *executor.Task) bool {
+	select {
+	case <-tk.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// await waits for an accepted Submit and checks its result. Sometimes a
+// short Wait gives up first; that must leave the task alone. A Wait that
+// outlives waitWatchdog gives up without counting the task as ended: the
+// generation check then counts it lost.
+func (p *producer) await(g *generation, t *task, tk *executor.Task) {
+	if p.r.IntN(10) == 0 {
+		ctx, cancel := context.WithCancel(context.Background())
+		stop := time.AfterFunc(time.Duration(p.r.Int64N(int64(500*time.Microsecond))), cancel)
+		err := tk.Wait(ctx)
+		stop.Stop()
+		cancel()
+		if !isDone(tk) && err != ctx.Err() {
+			p.h.v.add(WrongOutcome, 1, "%s: Wait returned %v before the task ended", t, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitWatchdog)
+	defer cancel()
+	err := tk.Wait(ctx)
+	if !isDone(tk) {
+		if err != ctx.Err() {
+			p.h.v.add(WrongOutcome, 1, "%s: Wait returned %v before the task ended", t, err)
+		}
+		return
+	}
+	if err == ctx.Err() && ctx.Err() != nil {
+		// Wait's ctx and the task ended together; ask again for the task's end.
+		err = tk.Wait(context.Background())
+	}
+	p.h.settle(t, err, 0, false)
+	g.ended.Add(1)
+}
+
+// gate runs the cancel-while-queued scenario: a gate task holds a key, a
+// victim queued behind it has its ctx canceled, and the victim must give
+// its place back at once and never run (see the package doc).
+func (p *producer) gate(g *generation) (closed bool) {
+	key := p.key()
+	s := new(stream)
+	gt := newGate()
+	gateTask := p.newTask(g, opGate, []int{key}, context.Background())
+	gateTask.do, gateTask.gate, gateTask.streams, gateTask.seq = quick, gt, []*stream{s}, 1
+	gateTask.submitted = time.Now()
+	tkG, err := g.e.Submit(context.Background(), key, func(ctx context.Context) error { return p.h.run(ctx, gateTask) })
+	if err != nil {
+		p.h.settle(gateTask, err, 0, false)
+		return errors.Is(err, executor.ErrClosed)
+	}
+	g.accepted.Add(1)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	victim := p.newTask(g, opGate, []int{key}, ctx)
+	victim.streams, victim.seq = []*stream{s}, 2
+	victim.submitted = time.Now()
+	tkV, err := g.e.Submit(ctx, key, func(ctx context.Context) error { return p.h.run(ctx, victim) })
+	if err != nil {
+		p.h.settle(victim, err, 0, false)
+		close(gt.release)
+		p.await(g, gateTask, tkG)
+		return errors.Is(err, executor.ErrClosed)
+	}
+	g.accepted.Add(1)
+
+	timer := time.NewTimer(time.Second)
+	select {
+	case <-gt.running:
+	case <-tkG.Done():
+	case <-timer.C:
+	}
+	timer.Stop()
+	held := false
+	select {
+	case <-gt.running:
+		held = !gt.returned.Load()
+	default:
+	}
+	cancel()
+	victimDone := false
+	if held && !gt.returned.Load() {
+		// The gate ran from before the cancel to after it, and the victim
+		// is behind it: its ctx ended before it could start.
+		victim.mustNotRun.Store(true)
+		p.h.gates.Add(1)
+		wctx, wcancel := context.WithTimeout(context.Background(), withdrawLimit)
+		err = tkV.Wait(wctx)
+		wcancel()
+		if isDone(tkV) {
+			p.h.settle(victim, err, 0, false)
+			g.ended.Add(1)
+			victimDone = true
+		} else {
+			p.h.v.add(SlowWithdrawal, 1, "%s: Wait still blocked %v after its ctx was canceled behind a running gate",
+				victim, withdrawLimit)
+		}
+	} else {
+		// The gate had not started, or a forced Close ended it: an
+		// ordinary cancel, checked like any other.
+		p.h.gateVoid.Add(1)
+	}
+	close(gt.release)
+	p.await(g, gateTask, tkG)
+	if !victimDone {
+		p.await(g, victim, tkV)
+	}
+	return false
+}

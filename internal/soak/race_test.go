@@ -1,0 +1,5 @@
+//go:build race
+
+package soak_test
+
+const raceEnabled = true

@@ -1,0 +1,201 @@
+package soak
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+)
+
+// Report is what a soak run measured and found.
+type Report struct {
+	Config  Config
+	Elapsed time.Duration
+
+	Ops                  [numOps]int64 // producer steps by kind
+	Runs                 int64         // fns that ran
+	WaitP50, WaitP99     time.Duration // submission to fn start
+	WaitMax              time.Duration
+	CloseP50, CloseMax   time.Duration // how long Close took
+	Generations          int
+	Forced, Drained      int64 // Closes that gave up at their deadline, and that drained
+	ConcurrentCloses     int64 // generations closed from two goroutines at once
+	Executor             totals
+	OK, TaskErrors       int64    // results of fns that ran
+	Panics, Slow, CutOff int64    // CutOff: slow fns cut short by their ctx
+	CtxResults           int64    // calls that ended with their ctx's error, fn never ran
+	ClosedResults        int64    // calls refused or abandoned with ErrClosed
+	Rejected             [4]int64 // ErrBusy results by backpressure.Scope
+	Gates, GatesVoid     int64    // cancel-while-held scenarios: provable, and not
+
+	Violations [numInvariants]int64
+	Details    []string  // the first violations, described
+	Heap       [3]uint64 // heap in use after GC: start, middle, end
+	Goroutines [2]int    // before the run, after it
+	Stuck      bool      // producers still blocked at the end (their calls are counted lost)
+}
+
+// totals sums the executor's own Stats over every generation.
+type totals struct {
+	Submitted, Completed, Canceled, Rejected, Panicked uint64
+}
+
+// HeapGrowth is the heap in use at the end minus at the start.
+func (r *Report) HeapGrowth() int64 { return int64(r.Heap[2]) - int64(r.Heap[0]) }
+
+// Passed reports whether every invariant held and the heap stayed flat.
+func (r *Report) Passed() bool {
+	for _, n := range r.Violations {
+		if n != 0 {
+			return false
+		}
+	}
+	return !r.Stuck && r.HeapGrowth() <= heapSlack
+}
+
+func (h *harness) fill(r *Report, prods []*producer) {
+	var wait histogram
+	for _, p := range prods {
+		wait.merge(&p.wait)
+	}
+	r.Runs = int64(wait.total())
+	r.WaitP50, r.WaitP99, r.WaitMax = wait.quantile(0.50), wait.quantile(0.99), time.Duration(wait.max.Load())
+	r.CloseP50, r.CloseMax = h.closeTime.quantile(0.50), time.Duration(h.closeTime.max.Load())
+	for i := range r.Ops {
+		r.Ops[i] = h.calls[i].Load()
+	}
+	h.genMu.Lock()
+	r.Generations = int(h.generations.Load())
+	for _, s := range h.gens {
+		r.Executor.Submitted += s.Submitted
+		r.Executor.Completed += s.Completed
+		r.Executor.Canceled += s.Canceled
+		r.Executor.Rejected += s.Rejected
+		r.Executor.Panicked += s.Panicked
+	}
+	h.genMu.Unlock()
+	r.Forced, r.Drained, r.ConcurrentCloses = h.forced.Load(), h.drained.Load(), h.concurrent.Load()
+	r.OK, r.TaskErrors, r.Panics = h.ok.Load(), h.failed.Load(), h.panics.Load()
+	r.Slow, r.CutOff = h.slow.Load(), h.cut.Load()
+	r.CtxResults, r.ClosedResults = h.ctxRes.Load(), h.closedRes.Load()
+	for i := range r.Rejected {
+		r.Rejected[i] = h.rejected[i].Load()
+	}
+	r.Gates, r.GatesVoid = h.gates.Load(), h.gateVoid.Load()
+	for i := range r.Violations {
+		r.Violations[i] = h.v.n[i].Load()
+	}
+	h.v.mu.Lock()
+	r.Details = append([]string(nil), h.v.details...)
+	h.v.mu.Unlock()
+}
+
+// Print writes the report as an aligned plain-text table.
+func (r *Report) Print(w io.Writer) {
+	c := r.Config
+	fmt.Fprintf(w, "perkey-soak: seed %d, %v, %d producers, %d keys (Zipf s=1.1), %d workers, restart every %v, policies %s\n\n",
+		c.Seed, c.Duration, c.Producers, c.Keys, c.Workers, c.RestartEvery, strings.Join(c.Policies, ","))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	// row writes a label, a right-aligned figure and a note.
+	row := func(label string, figure any, note string) {
+		fmt.Fprintf(tw, "%s\t%16v\t%s\n", label, figure, note)
+	}
+	secs := r.Elapsed.Seconds()
+	perSec := func(n int64) string { return count(int64(float64(n) / secs)) }
+	var ops int64
+	for _, n := range r.Ops {
+		ops += n
+	}
+
+	row("LOAD HELD", "", "")
+	row("  elapsed", r.Elapsed.Round(time.Millisecond), "")
+	row("  tasks run (fn started)", count(r.Runs), perSec(r.Runs)+"/s")
+	row("  submissions accepted", count(int64(r.Executor.Submitted)), perSec(int64(r.Executor.Submitted))+"/s")
+	row("  producer steps", count(ops), perSec(ops)+"/s")
+	var mix []string
+	for o, n := range r.Ops {
+		mix = append(mix, fmt.Sprintf("%s %.0f%%", op(o), 100*float64(n)/float64(max(ops, 1))))
+	}
+	row("  mix", "", strings.Join(mix, ", "))
+	row("  queue wait p50", dur(r.WaitP50), "")
+	row("  queue wait p99", dur(r.WaitP99), "")
+	row("  queue wait max", dur(r.WaitMax), "")
+	row("", "", "")
+	row("FAULTS SURVIVED", "", "")
+	row("  generations (executors)", count(int64(r.Generations)), "")
+	row("  forced Closes (deadline <= 1ms)", count(r.Forced), "")
+	row("  drained Closes", count(r.Drained), "")
+	row("  Closes from two goroutines", count(r.ConcurrentCloses), "")
+	row("  Close time p50 / max", dur(r.CloseP50)+" / "+dur(r.CloseMax), "")
+	row("  panics recovered", count(r.Panics), "")
+	row("  task errors returned", count(r.TaskErrors), "")
+	row("  slow tasks (0-2ms)", count(r.Slow), fmt.Sprintf("%s cut short by ctx", count(r.CutOff)))
+	row("  calls ended by their ctx", count(r.CtxResults), "")
+	row("  accepted, never ran (Canceled)", count(int64(r.Executor.Canceled)), "")
+	row("  cancels behind a held key", count(r.Gates), fmt.Sprintf("%s not provable", count(r.GatesVoid)))
+	row("  rejections (ErrBusy)", count(r.Rejected[backpressure.ScopeKey]+r.Rejected[backpressure.ScopeGlobal]+r.Rejected[backpressure.ScopeDelay]),
+		fmt.Sprintf("key %s, global %s, delay %s", count(r.Rejected[backpressure.ScopeKey]),
+			count(r.Rejected[backpressure.ScopeGlobal]), count(r.Rejected[backpressure.ScopeDelay])))
+	row("  ErrClosed during restarts", count(r.ClosedResults), "")
+	row("", "", "")
+	row("INVARIANTS (all must be 0)", "", "")
+	for i, n := range r.Violations {
+		row("  "+Invariant(i).String(), count(n), "")
+	}
+	row("", "", "")
+	row("MEMORY", "", "")
+	row("  heap in use, start", mib(r.Heap[0]), "")
+	row("  heap in use, middle", mib(r.Heap[1]), "")
+	row("  heap in use, end", mib(r.Heap[2]), fmt.Sprintf("%+.1f MiB (limit +16)", float64(r.HeapGrowth())/(1<<20)))
+	row("  goroutines before / after", fmt.Sprintf("%d / %d", r.Goroutines[0], r.Goroutines[1]), "")
+	tw.Flush()
+	if r.Stuck {
+		fmt.Fprintln(w, "\nproducers were still blocked in calls at the end")
+	}
+	if len(r.Details) > 0 {
+		fmt.Fprintln(w, "\nfirst violations:")
+		for _, d := range r.Details {
+			fmt.Fprintln(w, "  "+d)
+		}
+	}
+	verdict := "PASS"
+	if !r.Passed() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "\n%s\n", verdict)
+}
+
+// count formats n with thousands separators.
+func count(n int64) string {
+	s := fmt.Sprint(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, d := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(d)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		return d.Round(time.Millisecond).String()
+	case d >= time.Millisecond:
+		return d.Round(10 * time.Microsecond).String()
+	case d >= time.Microsecond:
+		return d.Round(100 * time.Nanosecond).String()
+	}
+	return d.String()
+}
+
+func mib(b uint64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }

@@ -1,0 +1,281 @@
+package soak_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+	"github.com/perkey/perkey/internal/soak"
+)
+
+// TestSoak runs a short soak, small enough for go test -race on two cores,
+// and fails on any violation. cmd/perkey-soak runs the same harness longer.
+func TestSoak(t *testing.T) {
+	cfg := soak.Config{
+		Duration:     2 * time.Second,
+		Producers:    8,
+		Keys:         500,
+		Workers:      4,
+		Seed:         1,
+		RestartEvery: 300 * time.Millisecond,
+	}
+	if testing.Short() {
+		cfg.Duration = 500 * time.Millisecond
+	}
+	if raceEnabled {
+		// Block and MaxQueueDelay generations trip the race detector on
+		// two known library bugs (TestBugPromotedEntryRace,
+		// TestBugDoManyEnqueueStampRace); until they are fixed, -race soaks
+		// FailFast only. Without -race all three policies run.
+		cfg.Policies = []string{"FailFast"}
+	}
+	rep, err := soak.Run(t.Context(), cfg)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	t.Log("\n" + out.String())
+	if !rep.Passed() {
+		t.Fatalf("soak failed (seed %d); see the table above", cfg.Seed)
+	}
+
+	// The run must have exercised what it claims to check.
+	for _, c := range []struct {
+		what string
+		got  int64
+	}{
+		{"tasks run", rep.Runs},
+		{"panics", rep.Panics},
+		{"task errors", rep.TaskErrors},
+		{"calls ended by ctx", rep.CtxResults},
+		{"generations beyond the first", int64(rep.Generations - 1)},
+		{"cancels behind a held key", rep.Gates},
+	} {
+		if c.got <= 0 {
+			t.Errorf("%s: got %d; want > 0", c.what, c.got)
+		}
+	}
+	if got, want := rep.Forced+rep.Drained, int64(rep.Generations); got != want {
+		t.Errorf("forced + drained Closes = %d; want one per generation, %d", got, want)
+	}
+}
+
+// The soak found the bug below; these tests reduce it. Unskip them once the
+// library is fixed.
+//
+// DoMany stamps its enqueue time (job.enq, read by MaxQueueDelay as the
+// head's age) in accept, which it calls under the lock of its last key only,
+// after its entries are already queued, and visible, on its other keys. A
+// submission on one of those keys reads the stamp under that key's lock:
+// nothing orders the write before the read (a data race), and before the
+// write the stamp is 0, so the head looks as old as the process and
+// MaxQueueDelay rejects with ErrBusy (ScopeDelay) a key whose head has just
+// arrived.
+
+// TestBugDoManyEnqueueStampRace fails under -race: key a is busy, a DoMany
+// on {a, b} queues behind it (waiting on b, also busy), then a Submit on a
+// reads the DoMany's stamp.
+func TestBugDoManyEnqueueStampRace(t *testing.T) {
+	t.Skip("BUG: DoMany writes job.enq under its last key's lock after queueing on the others; a Submit on an earlier key reads it under MaxQueueDelay (data race; found by perkey-soak -seed 1, policy MaxQueueDelay, under -race)")
+	e, err := executor.New[int](executor.WithPolicy(backpressure.MaxQueueDelay(time.Hour)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	release := make(chan struct{})
+	hold := func(key int) *executor.Task {
+		running := make(chan struct{})
+		tk, err := e.Submit(ctx, key, func(context.Context) error { close(running); <-release; return nil })
+		if err != nil {
+			t.Fatalf("Submit(%d): %v", key, err)
+		}
+		<-running
+		return tk
+	}
+	const a, b = 1, 2
+	ga, gb := hold(a), hold(b)
+	done := make(chan error, 1)
+	go func() { done <- e.DoMany(ctx, []int{a, b}, func(context.Context) error { return nil }) }()
+	for e.Stats().Queued < 1 { // the DoMany is queued on a, behind ga
+		time.Sleep(100 * time.Microsecond)
+	}
+	if _, err := e.Submit(ctx, a, func(context.Context) error { return nil }); err != nil {
+		t.Errorf("Submit(a) behind a fresh DoMany: got %v; want nil", err)
+	}
+	close(release)
+	ga.Wait(ctx)
+	gb.Wait(ctx)
+	if err := <-done; err != nil {
+		t.Errorf("DoMany: %v", err)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}
+
+// agePolicy admits everything and records the largest head age it is told
+// of. Once, at the Load whose Pending is pauseAt, it pauses until resume:
+// this widens, deterministically, the window in which a DoMany is queued on
+// its first key and not yet stamped.
+type agePolicy struct {
+	pauseAt int
+	entered chan struct{} // closed when the pause starts
+	resume  chan struct{}
+	paused  atomic.Bool
+	oldest  atomic.Int64 // the largest OldestWait seen, in ns
+}
+
+func (p *agePolicy) Decide(l backpressure.Load) backpressure.Verdict {
+	if l.Pending == p.pauseAt && p.paused.CompareAndSwap(false, true) {
+		close(p.entered)
+		select {
+		case <-p.resume:
+		case <-time.After(5 * time.Second):
+		}
+		return backpressure.Admit
+	}
+	for {
+		m := p.oldest.Load()
+		if int64(l.OldestWait) <= m || p.oldest.CompareAndSwap(m, int64(l.OldestWait)) {
+			return backpressure.Admit
+		}
+	}
+}
+
+func (p *agePolicy) NeedsQueueAge() bool { return true }
+
+// TestBugDoManyHeadAgeUnstamped fails without -race: a policy is told that
+// a DoMany queued a moment ago has waited longer than the executor has
+// existed (since the process started). With MaxQueueDelay(d) every such
+// read rejects the submission with ErrBusy (ScopeDelay).
+func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
+	t.Skip("BUG: a DoMany queued on its first key but not yet accepted on its last reports OldestWait = process uptime, so MaxQueueDelay rejects spuriously (found by perkey-soak -seed 1, policy MaxQueueDelay)")
+	p := &agePolicy{pauseAt: 2, entered: make(chan struct{}), resume: make(chan struct{})}
+	born := time.Now()
+	e, err := executor.New[int](executor.WithPolicy(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	release := make(chan struct{})
+	var held []*executor.Task
+	submit := func(key int, wait bool) {
+		running := make(chan struct{})
+		tk, err := e.Submit(ctx, key, func(context.Context) error { close(running); <-release; return nil })
+		if err != nil {
+			t.Fatalf("Submit(%d): %v", key, err)
+		}
+		held = append(held, tk)
+		if wait {
+			<-running
+		}
+	}
+	const a, b = 1, 2
+	submit(a, true)  // a: 1 pending (running)
+	submit(b, true)  // b: 1 pending (running)
+	submit(b, false) // b: 2 pending, so the DoMany's Load on b pauses
+	done := make(chan error, 1)
+	go func() { done <- e.DoMany(ctx, []int{a, b}, func(context.Context) error { return nil }) }()
+	<-p.entered // the DoMany is queued on a, not yet stamped
+	if _, err := e.Submit(ctx, a, func(context.Context) error { return nil }); err != nil {
+		t.Errorf("Submit(a): %v", err)
+	}
+	close(p.resume)
+	close(release)
+	for _, tk := range held {
+		tk.Wait(ctx)
+	}
+	if err := <-done; err != nil {
+		t.Errorf("DoMany: %v", err)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if seen, age := time.Duration(p.oldest.Load()), time.Since(born); seen > age {
+		t.Errorf("OldestWait = %v; want at most the executor's age, %v", seen, age)
+	}
+}
+
+// signalBlock is backpressure.Block that closes parked the first time it
+// makes a submission wait. The executor consults it with the key's mailbox
+// locked and parks the submission under the same lock, so once parked is
+// closed, anything that needs that lock finds the submission parked.
+type signalBlock struct {
+	parked chan struct{}
+	once   sync.Once
+}
+
+func (p *signalBlock) Decide(l backpressure.Load) backpressure.Verdict {
+	if l.Full() != 0 {
+		p.once.Do(func() { close(p.parked) })
+		return backpressure.Wait
+	}
+	return backpressure.Admit
+}
+
+// TestBugPromotedEntryRace fails under -race. With Block, a parked
+// submission is admitted by whoever frees room: promote calls Admit (which
+// wakes the submitter) and then link, which writes the entry's mailbox
+// pointer (Entry.m). The woken submitter's task can then be canceled, and
+// Entry.release reads Entry.m before taking the mailbox lock: nothing orders
+// that read after link's write. (The value written is the one Park already
+// stored, so no behaviour goes wrong; the race detector still fails every
+// -race test that cancels promoted tasks.)
+func TestBugPromotedEntryRace(t *testing.T) {
+	t.Skip("BUG: Entry.release reads Entry.m unlocked while promote's link rewrites it after Admit woke the submitter (data race under Block; found by perkey-soak -seed 1, policy Block, under -race)")
+	p := &signalBlock{parked: make(chan struct{})}
+	e, err := executor.New[int](executor.WithMaxQueuePerKey(2), executor.WithPolicy(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	quick := func(context.Context) error { return nil }
+	running, release := make(chan struct{}), make(chan struct{})
+	a, err := e.Submit(ctx, 1, func(context.Context) error { close(running); <-release; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-running
+	cctx, ccancel := context.WithCancel(ctx)
+	c, err := e.Submit(cctx, 1, quick) // queued: the key is at its cap
+	if err != nil {
+		t.Fatal(err)
+	}
+	bctx, bcancel := context.WithCancel(ctx)
+	type result struct {
+		tk  *executor.Task
+		err error
+	}
+	submitted := make(chan result, 1)
+	go func() {
+		tk, err := e.Submit(bctx, 1, quick) // parks
+		submitted <- result{tk, err}
+	}()
+	<-p.parked
+	ccancel() // c leaves the queue; its cancel promotes b
+	b := <-submitted
+	if b.err != nil {
+		t.Fatalf("parked Submit: %v", b.err)
+	}
+	bcancel() // b is queued behind a; its cancel reads Entry.m
+	if err := b.tk.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("b: got %v; want context.Canceled", err)
+	}
+	if err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("c: got %v; want context.Canceled", err)
+	}
+	close(release)
+	if err := a.Wait(ctx); err != nil {
+		t.Errorf("a: %v", err)
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+}

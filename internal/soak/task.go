@@ -1,0 +1,206 @@
+package soak
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"sync/atomic"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// behaviour is what a task's fn does.
+type behaviour uint8
+
+const (
+	quick   behaviour = iota // return nil at once
+	slow                     // sleep up to 2 ms, cut short by ctx; return nil or a taskError
+	failing                  // return a taskError
+	panicky                  // panic with a panicValue
+)
+
+// Bits of task.state.
+const (
+	started  = 1 << iota // fn has begun
+	finished             // fn has returned or panicked
+	notRun               // the submitter was told fn never ran
+)
+
+// task is one submission as the harness sees it.
+type task struct {
+	id        uint64
+	g         *generation
+	p         *producer
+	op        string
+	keys      []int // distinct keys fn holds
+	shared    bool
+	do        behaviour
+	nap       time.Duration // for slow
+	ctx       context.Context
+	streams   []*stream // one per key, same order; nil outside a batch
+	seq       int64
+	submitted time.Time
+	gate      *gate // non-nil for the gate task of the cancel scenario
+
+	state      atomic.Uint32
+	mustNotRun atomic.Bool // its ctx provably ended while it was queued
+	result     error       // what fn returned; written by fn before it returns
+}
+
+// taskError is the error a task's fn returns; it names its task so a result
+// handed to the wrong submitter shows.
+type taskError struct {
+	t     *task
+	cause error // the ctx error that cut a slow task short, or nil
+}
+
+var errTask = errors.New("soak: task error")
+
+func (e *taskError) Error() string {
+	if e.cause != nil {
+		return fmt.Sprintf("soak: task %d cut short: %v", e.t.id, e.cause)
+	}
+	return fmt.Sprintf("soak: task %d failed", e.t.id)
+}
+
+func (e *taskError) Is(target error) bool { return target == errTask }
+
+// panicValue is what a panicky task panics with.
+type panicValue struct{ t *task }
+
+// run is every task's fn.
+func (h *harness) run(ctx context.Context, t *task) error {
+	start := time.Now()
+	old := t.state.Or(started)
+	if old&started != 0 {
+		h.v.add(RanTwice, 1, "%s", t)
+	}
+	if old&notRun != 0 {
+		h.v.add(RanAfterCancel, 1, "%s: fn started after its submitter was told it never ran", t)
+	}
+	if t.mustNotRun.Load() {
+		h.v.add(RanAfterCancel, 1, "%s: ctx was canceled while the key was held, yet fn ran", t)
+	}
+	if n := h.running.Add(1); n > int64(h.workers) {
+		h.v.add(OverWorkers, 1, "%s: %d fns running; want at most %d", t, n, h.workers)
+	}
+	for i, k := range t.keys {
+		if !h.occ.enter(k, t.shared) {
+			h.v.add(Overlap, 1, "%s: key %d already held at start", t, k)
+		}
+		if t.streams != nil && !t.streams[i].start(t.seq) {
+			h.v.add(FIFOBreak, 1, "%s: started after a later submission of its producer on key %d", t, k)
+		}
+	}
+	t.p.wait.record(start.Sub(t.submitted))
+	defer func() {
+		for _, k := range t.keys {
+			h.occ.leave(k, t.shared)
+		}
+		h.running.Add(-1)
+		t.g.runs.Add(1)
+		t.state.Or(finished)
+	}()
+	if t.gate != nil {
+		return t.gate.hold(ctx)
+	}
+	switch t.do {
+	case slow:
+		h.slow.Add(1)
+		timer := time.NewTimer(t.nap)
+		defer timer.Stop()
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			t.result = &taskError{t: t, cause: ctx.Err()}
+			h.cut.Add(1)
+		}
+	case failing:
+		t.result = &taskError{t: t}
+	case panicky:
+		t.g.panics.Add(1)
+		panic(panicValue{t})
+	}
+	return t.result
+}
+
+func (t *task) String() string {
+	return fmt.Sprintf("gen %d (%s) producer %d task %d %s keys %v seq %d",
+		t.g.n, t.g.spec, t.p.id, t.id, t.op, t.keys, t.seq)
+}
+
+// settle checks a submission's result against what happened to its fn, and
+// counts it. value is Call's value (ignored unless checkValue).
+func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
+	var pe *executor.PanicError
+	switch {
+	case err == nil, errors.Is(err, errTask), errors.As(err, &pe):
+		if t.state.Load()&finished == 0 {
+			h.v.add(WrongOutcome, 1, "%s: result %v, but fn did not run", t, err)
+			return
+		}
+		switch {
+		case t.do == panicky:
+			if pe == nil || pe.Value != (panicValue{t}) {
+				h.v.add(WrongOutcome, 1, "%s: fn panicked, result %v", t, err)
+			}
+			h.panics.Add(1)
+		case err != t.result:
+			h.v.add(WrongOutcome, 1, "%s: fn returned %v, result %v", t, t.result, err)
+		case checkValue && value != t.id:
+			h.v.add(WrongOutcome, 1, "%s: Call returned value %d", t, value)
+		case err != nil && t.do == failing:
+			h.failed.Add(1)
+		default:
+			h.ok.Add(1)
+		}
+		return
+	}
+	if t.state.Or(notRun)&started != 0 {
+		h.v.add(WrongOutcome, 1, "%s: fn ran, result %v", t, err)
+		return
+	}
+	switch {
+	case errors.Is(err, backpressure.ErrBusy):
+		t.g.busy.Add(1)
+		var be *backpressure.BusyError
+		if errors.As(err, &be) {
+			h.rejected[be.Scope].Add(1)
+			if age := time.Since(t.g.born); be.Scope == backpressure.ScopeDelay && be.Wait > age {
+				h.v.add(WrongOutcome, 1, "%s: %v: the head cannot have waited %v in an executor %v old",
+					t, err, be.Wait, age)
+			}
+		}
+	case errors.Is(err, executor.ErrClosed):
+		h.closedRes.Add(1)
+	case t.ctx.Err() != nil && errors.Is(err, t.ctx.Err()):
+		h.ctxRes.Add(1)
+	default:
+		h.v.add(WrongOutcome, 1, "%s: fn never ran, unexpected result %v (ctx: %v)", t, err, t.ctx.Err())
+	}
+}
+
+// gate is the first task of the cancel-while-queued scenario: it holds its
+// key until released or its ctx ends.
+type gate struct {
+	running  chan struct{} // closed when fn starts
+	release  chan struct{} // closed by the producer
+	returned atomic.Bool   // fn has returned (or is about to)
+}
+
+func newGate() *gate {
+	return &gate{running: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (g *gate) hold(ctx context.Context) error {
+	defer g.returned.Store(true)
+	close(g.running)
+	select {
+	case <-g.release:
+	case <-ctx.Done():
+	}
+	return nil
+}
