@@ -308,8 +308,14 @@ func (p *producer) gate(g *generation) (closed bool) {
 	}
 	g.accepted.Add(1)
 
+	// Under Block the victim's Submit may wait for room that only the
+	// gate's release would make: its ctx ends after victimPatience so the
+	// producer cannot deadlock itself. An early end changes nothing below:
+	// it too comes before the check that the gate still runs.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	patience := time.AfterFunc(victimPatience, cancel)
+	defer patience.Stop()
 	victim := p.newTask(g, opGate, []int{key}, ctx)
 	victim.streams, victim.seq = []*stream{s}, 2
 	victim.submitted = time.Now()

@@ -19,6 +19,7 @@ type Report struct {
 	Runs                 int64         // fns that ran
 	WaitP50, WaitP99     time.Duration // submission to fn start
 	WaitMax              time.Duration
+	WaitMaxTask          string        // which task waited WaitMax
 	CloseP50, CloseMax   time.Duration // how long Close took
 	Generations          int
 	Forced, Drained      int64 // Closes that gave up at their deadline, and that drained
@@ -63,6 +64,9 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	}
 	r.Runs = int64(wait.total())
 	r.WaitP50, r.WaitP99, r.WaitMax = wait.quantile(0.50), wait.quantile(0.99), time.Duration(wait.max.Load())
+	h.slowMu.Lock()
+	r.WaitMaxTask = h.slowestTask
+	h.slowMu.Unlock()
 	r.CloseP50, r.CloseMax = h.closeTime.quantile(0.50), time.Duration(h.closeTime.max.Load())
 	for i := range r.Ops {
 		r.Ops[i] = h.calls[i].Load()
@@ -122,7 +126,7 @@ func (r *Report) Print(w io.Writer) {
 	row("  mix", "", strings.Join(mix, ", "))
 	row("  queue wait p50", dur(r.WaitP50), "")
 	row("  queue wait p99", dur(r.WaitP99), "")
-	row("  queue wait max", dur(r.WaitMax), "")
+	row("  queue wait max", dur(r.WaitMax), r.WaitMaxTask)
 	row("", "", "")
 	row("FAULTS SURVIVED", "", "")
 	row("  generations (executors)", count(int64(r.Generations)), "")

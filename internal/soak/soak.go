@@ -70,6 +70,7 @@ const (
 	retireGrace    = 2 * time.Second  // ActiveKeys must reach 0 within this of Close
 	waitWatchdog   = 30 * time.Second // a Wait gives up here, so a lost task cannot hang the run
 	withdrawLimit  = 5 * time.Second  // a canceled, queued task must free its place within this
+	victimPatience = 20 * time.Millisecond
 	goroutineSlack = 2
 	heapSlack      = 16 << 20
 	sampleEvery    = 5 * time.Millisecond
@@ -88,6 +89,10 @@ type harness struct {
 	over chan struct{}              // closed when no generation will follow
 
 	nextID atomic.Uint64
+
+	slowest     atomic.Int64 // the longest queue wait of a task that ran, ns
+	slowMu      sync.Mutex   // guards slowestTask
+	slowestTask string       // which task that was
 
 	// Outcomes, counted by settle and run.
 	ok, failed, panics, slow, cut atomic.Int64

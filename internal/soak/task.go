@@ -95,7 +95,11 @@ func (h *harness) run(ctx context.Context, t *task) error {
 			h.v.add(FIFOBreak, 1, "%s: started after a later submission of its producer on key %d", t, k)
 		}
 	}
-	t.p.wait.record(start.Sub(t.submitted))
+	wait := start.Sub(t.submitted)
+	t.p.wait.record(wait)
+	if int64(wait) > h.slowest.Load() {
+		h.noteSlowest(t, wait)
+	}
 	defer func() {
 		for _, k := range t.keys {
 			h.occ.leave(k, t.shared)
@@ -125,6 +129,16 @@ func (h *harness) run(ctx context.Context, t *task) error {
 		panic(panicValue{t})
 	}
 	return t.result
+}
+
+// noteSlowest remembers the task that waited longest to start.
+func (h *harness) noteSlowest(t *task, wait time.Duration) {
+	h.slowMu.Lock()
+	defer h.slowMu.Unlock()
+	if int64(wait) > h.slowest.Load() {
+		h.slowest.Store(int64(wait))
+		h.slowestTask = fmt.Sprintf("%s, gen %d (%s), keys %v", t.op, t.g.n, t.g.spec, t.keys)
+	}
 }
 
 func (t *task) String() string {
