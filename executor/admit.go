@@ -210,9 +210,18 @@ func (e *Executor[K]) reject(err error) error {
 }
 
 // accept counts an accepted task; called with its (last) mailbox locked,
-// before it is enqueued, so no other goroutine can see it start first.
+// before the task can start. A multi-key job was stamped before its first
+// enqueue (see stamp).
 func (e *Executor[K]) accept(j *job[K]) {
 	e.submitted.Add(1)
+	if j.multi == nil {
+		e.stamp(j)
+	}
+}
+
+// stamp records when j entered the queue, if anyone reads it; it must
+// happen before j is linked into any mailbox, whose lock then publishes it.
+func (e *Executor[K]) stamp(j *job[K]) {
 	if e.obs != nil || e.needsAge {
 		j.enq = monotime()
 	}

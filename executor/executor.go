@@ -362,6 +362,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
+	e.stamp(j) // before the first enqueue: queue age reads it under any of j's mailboxes
 	e.multiMu.Lock()
 	var err error
 	v := backpressure.Admit

@@ -138,8 +138,8 @@ func (m *Mailbox) promote() {
 	for m.parkHead != nil && (m.limit == 0 || int(m.pending.Load()) < m.limit) {
 		e := m.parkHead
 		m.unpark(e)
-		e.t.work.Admit()
 		m.link(e)
+		e.t.work.Admit() // last: it wakes the submitter, who may read e
 	}
 }
 

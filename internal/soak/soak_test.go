@@ -83,7 +83,6 @@ func TestSoak(t *testing.T) {
 // on {a, b} queues behind it (waiting on b, also busy), then a Submit on a
 // reads the DoMany's stamp.
 func TestBugDoManyEnqueueStampRace(t *testing.T) {
-	t.Skip("BUG: DoMany writes job.enq under its last key's lock after queueing on the others; a Submit on an earlier key reads it under MaxQueueDelay (data race; found by perkey-soak -seed 1, policy MaxQueueDelay, under -race)")
 	e, err := executor.New[int](executor.WithPolicy(backpressure.MaxQueueDelay(time.Hour)))
 	if err != nil {
 		t.Fatal(err)
@@ -156,7 +155,6 @@ func (p *agePolicy) NeedsQueueAge() bool { return true }
 // existed (since the process started). With MaxQueueDelay(d) every such
 // read rejects the submission with ErrBusy (ScopeDelay).
 func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
-	t.Skip("BUG: a DoMany queued on its first key but not yet accepted on its last reports OldestWait = process uptime, so MaxQueueDelay rejects spuriously (found by perkey-soak -seed 1, policy MaxQueueDelay)")
 	p := &agePolicy{pauseAt: 2, entered: make(chan struct{}), resume: make(chan struct{})}
 	born := time.Now()
 	e, err := executor.New[int](executor.WithPolicy(p))
@@ -229,7 +227,6 @@ func (p *signalBlock) Decide(l backpressure.Load) backpressure.Verdict {
 // stored, so no behaviour goes wrong; the race detector still fails every
 // -race test that cancels promoted tasks.)
 func TestBugPromotedEntryRace(t *testing.T) {
-	t.Skip("BUG: Entry.release reads Entry.m unlocked while promote's link rewrites it after Admit woke the submitter (data race under Block; found by perkey-soak -seed 1, policy Block, under -race)")
 	p := &signalBlock{parked: make(chan struct{})}
 	e, err := executor.New[int](executor.WithMaxQueuePerKey(2), executor.WithPolicy(p))
 	if err != nil {
