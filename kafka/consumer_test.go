@@ -182,11 +182,12 @@ func TestKeyNeverOnTwoMembers(t *testing.T) {
 		}
 	}
 	cfg := e.config(slow("a"))
+	cfg.Workers = 64 // more than the keys: every partition has handlers running when b joins
 	a := start(t, cfg, e.groupOpts()...)
 	waitFor(t, 60*time.Second, "a handling", func() bool { return l.doneCount() >= 16 })
 	cfg.Handler = slow("b")
 	b := start(t, cfg, e.groupOpts()...)
-	waitFor(t, 60*time.Second, "b handling", func() bool { return b.c.Stats().Handled >= 16 })
+	waitFor(t, 60*time.Second, "b handling", func() bool { return b.c.Stats().Handled >= 1 })
 	if err := b.stop(t); err != nil {
 		t.Fatalf("b's Run: %v; want nil", err)
 	}

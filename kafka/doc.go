@@ -15,10 +15,10 @@
 // other key goes ahead, and Config.Workers bounds the handlers running at
 // once. Records with a nil key share one queue per partition, so they stay
 // in partition order. When more keys are ready than there are workers,
-// records start in the order they were fetched: a key with a backlog gives
-// its worker back after each record, so a busy key never holds back other
-// keys or partitions (nor their commits) for a run of its records. To scale
-// out, run more members in the same group;
+// they take turns in the order their records were fetched: a key with a
+// backlog gives its worker back after at most 4 records in a row, so a busy
+// key does not hold back other keys or partitions (nor their commits) for
+// long. To scale out, run more members in the same group;
 // to scale up, raise Workers: concurrency is no longer capped by the
 // partition count.
 //
