@@ -19,22 +19,22 @@ type Owner interface {
 // are guarded by mu, the lock of the router shard the mailbox lives in; every
 // method that says "locked" must be called with it held.
 type Mailbox struct {
-	mu         *sync.Mutex // the owner's lock; guards everything below
-	r          *Runner
-	owner      Owner
-	head, tail *Entry
-	pending    atomic.Int32          // entries queued, holding or in a run; decremented unlocked only by the driver
-	cursor     atomic.Pointer[Entry] // the batch's next task to start, if any
-	readers    int                   // shared holds granted
-	writer     *Task                 // the exclusive holder, if any
-	driven     bool                  // a drive loop is scheduled or running
-	run        func()
+	mu      *sync.Mutex // the owner's lock; guards everything below
+	r       *Runner
+	owner   Owner
+	queue   list                  // FIFO of entries waiting for a hold
+	pending atomic.Int32          // entries queued, holding or in a run; decremented unlocked only by the driver
+	cursor  atomic.Pointer[Entry] // the batch's next task to start, if any
+	readers int                   // shared holds granted
+	writer  *Task                 // the exclusive holder, if any
+	driven  bool                  // a drive loop is scheduled or running
+	run     func()
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
-	parkHead, parkTail *Entry
-	parked             int
-	limit              int // room: at most limit pending; 0 = no cap
+	park   list // the waiting room
+	parked int
+	limit  int // room: at most limit pending; 0 = no cap
 
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
@@ -93,14 +93,7 @@ func (m *Mailbox) ServiceTime() time.Duration {
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.parked = true
-	e.next = nil
-	e.prev = m.parkTail
-	if m.parkTail != nil {
-		m.parkTail.next = e
-	} else {
-		m.parkHead = e
-	}
-	m.parkTail = e
+	m.park.push(e)
 	m.parked++
 }
 
@@ -117,17 +110,7 @@ func (m *Mailbox) Unpark(e *Entry) bool {
 }
 
 func (m *Mailbox) unpark(e *Entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		m.parkHead = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		m.parkTail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	m.park.remove(e)
 	e.parked = false
 	m.parked--
 }
@@ -135,8 +118,8 @@ func (m *Mailbox) unpark(e *Entry) {
 // promote admits parked submissions while there is room (locked); the
 // caller then calls wake, as after any change to the queue.
 func (m *Mailbox) promote() {
-	for m.parkHead != nil && (m.limit == 0 || int(m.pending.Load()) < m.limit) {
-		e := m.parkHead
+	for m.park.head != nil && (m.limit == 0 || int(m.pending.Load()) < m.limit) {
+		e := m.park.head
 		m.unpark(e)
 		m.link(e)
 		e.t.work.Admit() // last: it wakes the submitter, who may read e
@@ -154,10 +137,10 @@ func (m *Mailbox) Oldest() *Task {
 
 // Head returns the oldest queued task, or nil (locked).
 func (m *Mailbox) Head() *Task {
-	if m.head == nil {
+	if m.queue.head == nil {
 		return nil
 	}
-	return m.head.t
+	return m.queue.head.t
 }
 
 // Holder returns the task holding m exclusively, or nil (locked); nil too
@@ -171,7 +154,7 @@ func (m *Mailbox) Holder() *Task {
 
 // Each calls f for every queued task, oldest first (locked).
 func (m *Mailbox) Each(f func(t *Task)) {
-	for e := m.head; e != nil; e = e.next {
+	for e := m.queue.head; e != nil; e = e.next {
 		f(e.t)
 	}
 }
@@ -179,7 +162,7 @@ func (m *Mailbox) Each(f func(t *Task)) {
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
-	return m.head == nil && m.writer == nil && (m.readers == 0 || shared)
+	return m.queue.head == nil && m.writer == nil && (m.readers == 0 || shared)
 }
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
@@ -206,20 +189,13 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 
 // link appends e at the tail of the queue (locked).
 func (m *Mailbox) link(e *Entry) {
-	if m.head != nil && m.busySince == 0 {
+	if m.queue.head != nil && m.busySince == 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
 	e.m = m
 	e.queued = true
-	e.next = nil
-	e.prev = m.tail
-	if m.tail != nil {
-		m.tail.next = e
-	} else {
-		m.head = e
-	}
-	m.tail = e
+	m.queue.push(e)
 	m.pending.Add(1)
 }
 
@@ -227,17 +203,7 @@ func (m *Mailbox) link(e *Entry) {
 func (m *Mailbox) Dispatch() { m.r.Dispatch(m) }
 
 func (m *Mailbox) unlink(e *Entry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		m.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		m.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
+	m.queue.remove(e)
 	e.queued = false
 }
 
@@ -262,7 +228,7 @@ func (m *Mailbox) unhold(e *Entry) {
 // wake marks m driven and reports true if its head can be granted now and
 // no drive loop is scheduled (locked).
 func (m *Mailbox) wake() bool {
-	if m.driven || m.head == nil || m.writer != nil || (m.readers > 0 && !m.head.t.shared) {
+	if m.driven || m.queue.head == nil || m.writer != nil || (m.readers > 0 && !m.queue.head.t.shared) {
 		return false
 	}
 	m.driven = true
@@ -290,7 +256,7 @@ func (m *Mailbox) drive(budget int) *Task {
 	m.mu.Lock()
 	var done *Task // ran in this loop; settled once m's lock is released
 	for {
-		e := m.head
+		e := m.queue.head
 		if e == nil || m.writer != nil || (m.readers > 0 && !e.t.shared) {
 			m.driven = false
 			m.unlockRetire()
@@ -352,20 +318,14 @@ func (m *Mailbox) drive(budget int) *Task {
 // canceled before it starts loses the start CAS; its canceler gives its
 // place back at once (Entry.release), and the loop skips it.
 func (m *Mailbox) runBatch(budget int, done *Task) int {
-	first := m.head
+	first := m.queue.head
 	last, n := first, 0
 	for e := first; e != nil && n < budget && e.t.many == nil && !e.t.shared; e = e.next {
 		e.queued, e.batched = false, true
 		last = e
 		n++
 	}
-	m.head = last.next
-	if m.head != nil {
-		m.head.prev = nil
-	} else {
-		m.tail = nil
-	}
-	last.next = nil
+	m.queue.cut(last)
 	m.writer = &batchHold
 	m.mu.Unlock()
 	settle(done)
@@ -397,7 +357,7 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 // released (locked). It reports whether any was queued.
 func (m *Mailbox) grantReaders() bool {
 	more := false
-	for e := m.head; e != nil && e.t.shared; e = m.head {
+	for e := m.queue.head; e != nil && e.t.shared; e = m.queue.head {
 		t := e.t
 		m.unlink(e)
 		if t.state.Load() == Canceled {
@@ -421,7 +381,7 @@ func (m *Mailbox) decay() {
 	if m.busySince == 0 {
 		return
 	}
-	if m.head == nil {
+	if m.queue.head == nil {
 		m.Reset() // the queue drained
 		return
 	}
@@ -436,4 +396,47 @@ func settle(t *Task) {
 	if t != nil {
 		t.work.Settle()
 	}
+}
+
+// list is an intrusive doubly linked list of entries; an entry is in at most
+// one list (a queue or a waiting room) at a time.
+type list struct {
+	head, tail *Entry
+}
+
+func (l *list) push(e *Entry) {
+	e.next = nil
+	e.prev = l.tail
+	if l.tail != nil {
+		l.tail.next = e
+	} else {
+		l.head = e
+	}
+	l.tail = e
+}
+
+func (l *list) remove(e *Entry) {
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		l.head = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	} else {
+		l.tail = e.prev
+	}
+	e.prev, e.next = nil, nil
+}
+
+// cut detaches the prefix from head through last; the detached entries keep
+// their next links, so the prefix can still be walked from the old head.
+func (l *list) cut(last *Entry) {
+	l.head = last.next
+	if l.head != nil {
+		l.head.prev = nil
+	} else {
+		l.tail = nil
+	}
+	last.next = nil
 }
