@@ -189,7 +189,7 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 
 // link appends e at the tail of the queue (locked).
 func (m *Mailbox) link(e *Entry) {
-	if m.queue.head != nil && m.busySince == 0 {
+	if m.busySince == 0 && m.pending.Load() > 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
