@@ -62,7 +62,13 @@ type Executor[K comparable] struct {
 	gwait     []*roomWaiter // submissions parked for global room, FIFO
 	gparked   atomic.Int32  // live entries in gwait
 	drainOnce sync.Once
-	stopOnce  sync.Once
+
+	// The first Close to get past the drain stops the executor; the others
+	// wait for stopped. (Not a sync.Once: a Close blocked on a Once's mutex
+	// while the first one polls the pool would never count as durably
+	// blocked, which hangs concurrent Closes under testing/synctest.)
+	stopping atomic.Bool
+	stopped  chan struct{}
 }
 
 type paddedInt64 struct {
@@ -106,7 +112,8 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 			return nil, err
 		}
 	}
-	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{})}
+	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
+		stopped: make(chan struct{})}
 	e.log = cfg.logger.Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)
@@ -431,20 +438,29 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	select {
 	case <-e.drained:
 	case <-ctx.Done():
-		err = ctx.Err()
-		e.giveUp()
-		<-e.drained
-	}
-	e.stopOnce.Do(func() {
-		e.dispatching.Wait()
-		e.runner.Wait()
-		if e.ownPool {
-			stopIdle(e.pool)
+		select {
+		case <-e.drained:
+			// Drained as well (say, nothing was pending): nothing to give
+			// up, so the result does not depend on select's coin toss.
+		default:
+			err = ctx.Err()
+			e.giveUp()
+			<-e.drained
 		}
-		e.forceCancel()
-		e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
-			zap.Uint64("canceled", e.canceled.Load()))
-	})
+	}
+	if e.stopping.Swap(true) {
+		<-e.stopped
+		return err
+	}
+	e.dispatching.Wait()
+	e.runner.Wait()
+	if e.ownPool {
+		stopIdle(e.pool)
+	}
+	e.forceCancel()
+	e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
+		zap.Uint64("canceled", e.canceled.Load()))
+	close(e.stopped)
 	return err
 }
 

@@ -2137,3 +2137,23 @@ func TestCloseRacesSubmit(t *testing.T) {
 		wg.Wait()
 	}
 }
+
+// TestCloseIdleEndedCtx: Close with a ctx that already ended, on an executor
+// with nothing pending, has nothing to give up and returns nil, every time
+// (it used to pick nil or ctx's error at random).
+func TestCloseIdleEndedCtx(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range 100 {
+		e, err := executor.New[int](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			_ = e.Do(context.Background(), 1, nop) // used, then idle
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatalf("run %d: Close(ended ctx) with nothing pending: got %v; want nil", i, err)
+		}
+	}
+}

@@ -1,0 +1,645 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/perkey/perkey/executor"
+)
+
+// FuzzExecutor drives an executor with a byte stream of operations —
+// Submit, Do, DoShared, DoMany, cancel, release (a running task returns,
+// fails or panics) and Close — and checks it after every step against a
+// small sequential reference model.
+//
+// Every task body blocks on its own gate until the driver releases it, and
+// the whole run happens in a synctest bubble: after each operation
+// synctest.Wait returns only once every goroutine is blocked, so the
+// executor's state is settled and the model can say exactly what it must
+// be. The model keeps each key's FIFO of accepted tasks and checks:
+//
+//   - a task runs only when every earlier task on each of its keys has
+//     ended (for a shared task: every earlier exclusive one);
+//   - at most WithWorkers tasks run, and while a worker is free every task
+//     the model says may run is running (nothing stalls);
+//   - admission: per-key and global caps, ErrClosed after Close, a ctx that
+//     already ended is refused and counted nowhere;
+//   - each call's result (nil, fn's error, *PanicError, ctx's error,
+//     ErrBusy, ErrClosed), delivered exactly once and only after its task
+//     ended;
+//   - Stats (every counter) and ActiveKeys.
+func FuzzExecutor(f *testing.F) {
+	// Header: workers, throughput, per-key cap, global cap. Then ops.
+	f.Add([]byte{1, 1, 0, 0, 0, 0x10, 0, 0x21, 5, 5, 5, 5})
+	f.Add([]byte{2, 2, 3, 0, 0, 0, 0, 1, 1, 1, 8, 9, 2, 2, 3, 3, 4, 5, 5, 5, 5, 5, 5})
+	f.Add([]byte{0, 0, 2, 4, 3, 0, 1, 3, 1, 2, 3, 2, 0, 4, 0, 5, 0, 5, 0, 5, 1, 7, 0})
+	f.Add([]byte{1, 3, 0, 0, 2, 0, 2, 0, 2, 1, 0, 2, 2, 0, 5, 0, 5, 1, 5, 0})
+	f.Add([]byte{2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 3, 0, 1, 7, 1, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 3, 2, 1, 0, 4, 1, 4, 2, 7, 0, 5, 0, 5, 0})
+	f.Add([]byte{2, 0, 4, 5, 3, 1, 2, 0, 3, 2, 1, 1, 0, 0x12, 1, 6, 0, 4, 3, 6, 1, 7, 1, 6, 0, 6, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 400 {
+			data = data[:400] // keep one input fast
+		}
+		synctest.Test(t, func(t *testing.T) { newFuzzRun(t, data).run() })
+	})
+}
+
+const fuzzKeys = 3
+
+type fuzzTask struct {
+	id       int
+	kind     string
+	keys     []int
+	shared   bool
+	behavior int // 0 ok, 1 error, 2 panic
+	gate     chan struct{}
+	cancel   context.CancelFunc
+
+	started  bool // the driver saw it start
+	released bool // the driver opened its gate
+	ended    bool // the model says it has ended
+	doomed   bool // not started when Close gave up: must end with ErrClosed
+	want     error
+	alt      error // also acceptable: a doomed task's ctx ended while it lingered
+
+	task   *executor.Task  // Submit
+	result chan error      // blocking calls
+	got    bool            // the result was collected
+	ran    *fuzzStartFlags // set by the body
+}
+
+type fuzzStartFlags struct {
+	mu      sync.Mutex
+	started map[int]int // task id -> times started
+}
+
+type fuzzRun struct {
+	t    *testing.T
+	data []byte
+	pos  int
+
+	workers, throughput, keyCap, globalCap int
+
+	e     *executor.Executor[int]
+	flags *fuzzStartFlags
+	tasks []*fuzzTask
+	queue [fuzzKeys][]*fuzzTask // accepted, not ended, FIFO
+
+	trace []string // what each step did, for failure reports
+
+	closing, gaveUp bool
+	closes          []fuzzClose
+
+	want executor.Stats // expected counters (ActiveKeys, Queued, Running computed)
+}
+
+type fuzzClose struct {
+	giveUp bool
+	want   error // ctx's error if it gave up on live tasks, else nil
+	result chan error
+	got    bool
+}
+
+func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
+	r := &fuzzRun{t: t, data: data, flags: &fuzzStartFlags{started: map[int]int{}}}
+	r.workers = 1 + int(r.next()%3)
+	r.throughput = 1 + int(r.next()%3)
+	if c := r.next() % 5; c > 1 {
+		r.keyCap = int(c)
+	}
+	if c := r.next() % 8; c > 2 {
+		r.globalCap = int(c)
+	}
+	return r
+}
+
+func (r *fuzzRun) next() byte {
+	if r.pos >= len(r.data) {
+		return 0
+	}
+	b := r.data[r.pos]
+	r.pos++
+	return b
+}
+
+func (r *fuzzRun) run() {
+	t := r.t
+	opts := []executor.Option{executor.WithWorkers(r.workers), executor.WithThroughput(r.throughput)}
+	if r.keyCap > 0 {
+		opts = append(opts, executor.WithMaxQueuePerKey(r.keyCap))
+	}
+	if r.globalCap > 0 {
+		opts = append(opts, executor.WithMaxPending(r.globalCap))
+	}
+	e, err := executor.New[int](opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	r.e = e
+	for step := 0; r.pos < len(r.data); step++ {
+		op := r.next()
+		desc := r.apply(op)
+		r.trace = append(r.trace, desc)
+		synctest.Wait()
+		r.settle()
+		r.check(fmt.Sprintf("step %d (%s)", step, desc))
+		if t.Failed() {
+			r.dump()
+			return
+		}
+	}
+	// Wind down: close (draining) and release everything.
+	if !r.closing {
+		r.close(false)
+	}
+	for round := 0; ; round++ {
+		synctest.Wait()
+		r.settle()
+		r.check(fmt.Sprintf("wind-down round %d", round))
+		if t.Failed() {
+			r.dump()
+			return
+		}
+		running := r.running()
+		if len(running) == 0 {
+			break
+		}
+		for _, ft := range running {
+			r.release(ft)
+		}
+	}
+	for i, c := range r.closes {
+		if !c.got {
+			t.Errorf("Close #%d: still blocked with nothing pending; want it returned", i)
+		}
+	}
+	for _, ft := range r.tasks {
+		if !ft.ended || (!ft.got && ft.result != nil) {
+			t.Errorf("task %d (%s): ended %v, result collected %v; want both", ft.id, ft.kind, ft.ended, ft.got)
+		}
+	}
+	if s := e.Stats(); s.ActiveKeys != 0 || s.Queued != 0 || s.Running != 0 || !balanced(s) {
+		t.Errorf("final Stats: got %+v; want idle and balanced", s)
+	}
+}
+
+// apply performs one operation and updates the model.
+func (r *fuzzRun) apply(op byte) string {
+	switch op % 8 {
+	case 0:
+		return r.submit("Submit")
+	case 1:
+		return r.submit("Do")
+	case 2:
+		return r.submit("DoShared")
+	case 3:
+		return r.submit("DoMany")
+	case 4:
+		// Cancel a task's ctx (queued: withdrawn; running: no effect).
+		live := r.live()
+		if len(live) == 0 {
+			return "cancel (none)"
+		}
+		ft := live[int(r.next())%len(live)]
+		ft.cancel()
+		switch {
+		case !ft.started && !ft.doomed:
+			r.end(ft, context.Canceled)
+			r.want.Canceled++
+		case ft.doomed:
+			// Close gave up on it but it has not ended yet (it waits in
+			// a drive loop's batch): whichever reason wins is right.
+			ft.alt = context.Canceled
+		}
+		return fmt.Sprintf("cancel %d", ft.id)
+	case 5, 6:
+		running := r.running()
+		if len(running) == 0 {
+			return "release (none)"
+		}
+		ft := running[int(r.next())%len(running)]
+		r.release(ft)
+		return fmt.Sprintf("release %d", ft.id)
+	default:
+		giveUp := r.next()%2 == 1
+		r.close(giveUp)
+		return fmt.Sprintf("Close(giveUp=%v)", giveUp)
+	}
+}
+
+func (r *fuzzRun) submit(kind string) string {
+	k := int(r.next() % fuzzKeys)
+	b := r.next()
+	ft := &fuzzTask{id: len(r.tasks), kind: kind, keys: []int{k}, behavior: int(b % 3),
+		gate: make(chan struct{}), ran: r.flags}
+	if kind == "DoMany" {
+		ft.keys = dedupInts([]int{k, int(r.next() % fuzzKeys)})
+	}
+	ft.shared = kind == "DoShared"
+	ctx, cancel := context.WithCancel(context.Background())
+	ft.cancel = cancel
+	preCanceled := b&0x10 != 0
+	if preCanceled {
+		cancel()
+	}
+	fn := func(context.Context) error {
+		r.flags.mu.Lock()
+		r.flags.started[ft.id]++
+		r.flags.mu.Unlock()
+		<-ft.gate
+		switch ft.behavior {
+		case 1:
+			return errTask
+		case 2:
+			panic(ft.id)
+		}
+		return nil
+	}
+	// What the model expects of admission.
+	var refuse error
+	switch {
+	case preCanceled:
+		refuse = context.Canceled
+	case r.closing:
+		refuse = executor.ErrClosed
+	case r.globalCap > 0 && r.pendingTasks() >= r.globalCap:
+		refuse = executor.ErrBusy
+	default:
+		for _, k := range ft.keys {
+			if r.keyCap > 0 && len(r.queue[k]) >= r.keyCap {
+				refuse = executor.ErrBusy
+			}
+		}
+	}
+	r.tasks = append(r.tasks, ft)
+	if kind == "Submit" {
+		task, err := r.e.Submit(ctx, k, fn)
+		ft.task = task
+		if refuse != nil {
+			if !errors.Is(err, refuse) {
+				r.t.Errorf("task %d Submit: got %v; want %v", ft.id, err, refuse)
+			}
+			r.refused(ft, refuse)
+			ft.got = true // its result was the Submit's error
+			return fmt.Sprintf("Submit %d on %d refused", ft.id, k)
+		}
+		if err != nil {
+			r.t.Errorf("task %d Submit: got %v; want it accepted", ft.id, err)
+			ft.ended, ft.got = true, true
+			return "Submit failed"
+		}
+	} else {
+		ft.result = make(chan error, 1)
+		go func() {
+			switch kind {
+			case "Do":
+				ft.result <- r.e.Do(ctx, k, fn)
+			case "DoShared":
+				ft.result <- r.e.DoShared(ctx, k, fn)
+			default:
+				ft.result <- r.e.DoMany(ctx, ft.keys, fn)
+			}
+		}()
+		if refuse != nil {
+			ft.want = refuse
+			r.refused(ft, refuse)
+			return fmt.Sprintf("%s %d on %v refused", kind, ft.id, ft.keys)
+		}
+	}
+	r.want.Submitted++
+	for _, k := range ft.keys {
+		r.queue[k] = append(r.queue[k], ft)
+	}
+	return fmt.Sprintf("%s %d on %v behavior %d", kind, ft.id, ft.keys, ft.behavior)
+}
+
+func (r *fuzzRun) refused(ft *fuzzTask, err error) {
+	ft.ended, ft.want = true, err
+	if errors.Is(err, executor.ErrBusy) {
+		r.want.Rejected++
+	}
+}
+
+func (r *fuzzRun) release(ft *fuzzTask) {
+	ft.released = true
+	close(ft.gate)
+	var want error
+	switch ft.behavior {
+	case 1:
+		want = errTask
+	case 2:
+		want = &executor.PanicError{Value: ft.id}
+		r.want.Panicked++
+	}
+	r.want.Completed++
+	r.end(ft, want)
+}
+
+func (r *fuzzRun) end(ft *fuzzTask, want error) {
+	ft.ended, ft.want = true, want
+	for _, k := range ft.keys {
+		r.queue[k] = slices.DeleteFunc(r.queue[k], func(o *fuzzTask) bool { return o == ft })
+	}
+}
+
+func (r *fuzzRun) close(giveUp bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if giveUp {
+		cancel()
+	}
+	c := fuzzClose{giveUp: giveUp, result: make(chan error, 1)}
+	if giveUp && len(r.live()) > 0 {
+		c.want = context.Canceled
+	}
+	go func() {
+		c.result <- r.e.Close(ctx)
+		cancel()
+	}()
+	r.closes = append(r.closes, c)
+	r.closing = true
+	if giveUp && !r.gaveUp {
+		r.gaveUp = true
+		for _, ft := range r.live() {
+			if !ft.started {
+				ft.doomed = true
+			}
+		}
+	}
+}
+
+// live lists accepted tasks that have not ended, oldest first.
+func (r *fuzzRun) live() []*fuzzTask {
+	var out []*fuzzTask
+	for _, ft := range r.tasks {
+		if !ft.ended {
+			out = append(out, ft)
+		}
+	}
+	return out
+}
+
+func (r *fuzzRun) running() []*fuzzTask {
+	var out []*fuzzTask
+	for _, ft := range r.live() {
+		if ft.started && !ft.released {
+			out = append(out, ft)
+		}
+	}
+	return out
+}
+
+func (r *fuzzRun) pendingTasks() int { return len(r.live()) }
+
+// mayRun reports whether the model lets ft run now: every earlier task on
+// each of its keys has ended (for a shared task, every earlier exclusive one).
+func (r *fuzzRun) mayRun(ft *fuzzTask) bool {
+	for _, k := range ft.keys {
+		for _, o := range r.queue[k] {
+			if o == ft {
+				break
+			}
+			if !ft.shared || !o.shared {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// settle reads what happened since the last step: which tasks started and
+// which results arrived, and resolves tasks doomed by a giving-up Close.
+func (r *fuzzRun) settle() {
+	t := r.t
+	r.flags.mu.Lock()
+	started := maps(r.flags.started)
+	r.flags.mu.Unlock()
+	for _, ft := range r.tasks {
+		n := started[ft.id]
+		if n > 1 {
+			t.Errorf("task %d ran %d times; want at most once", ft.id, n)
+		}
+		if n == 1 && !ft.started {
+			ft.started = true
+			switch {
+			case ft.ended && !ft.released:
+				t.Errorf("task %d (%s) started after it ended with %v", ft.id, ft.kind, ft.want)
+			case ft.doomed:
+				t.Errorf("task %d (%s) started after Close gave up on it", ft.id, ft.kind)
+			case !r.mayRun(ft):
+				t.Errorf("task %d (%s on %v) started before an earlier task of its keys ended (queues %v)",
+					ft.id, ft.kind, ft.keys, r.queueIDs())
+			}
+		}
+	}
+	// Doomed tasks end with ErrClosed; they may linger until a worker
+	// frees up, but never past the last running task.
+	for _, ft := range r.tasks {
+		if ft.doomed && !ft.ended && r.resultReady(ft) {
+			r.want.Canceled++
+			r.end(ft, executor.ErrClosed)
+		}
+	}
+	if len(r.running()) == 0 {
+		for _, ft := range r.tasks {
+			if ft.doomed && !ft.ended {
+				t.Errorf("task %d (%s): not ended once nothing runs after Close gave up; want ErrClosed", ft.id, ft.kind)
+				r.want.Canceled++
+				r.end(ft, executor.ErrClosed)
+			}
+		}
+	}
+}
+
+// resultReady reports, without consuming it, whether ft's call has returned.
+func (r *fuzzRun) resultReady(ft *fuzzTask) bool {
+	if ft.task != nil {
+		select {
+		case <-ft.task.Done():
+			return true
+		default:
+			return false
+		}
+	}
+	return len(ft.result) > 0
+}
+
+func maps(m map[int]int) map[int]int {
+	out := make(map[int]int, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+func (r *fuzzRun) queueIDs() [fuzzKeys][]int {
+	var out [fuzzKeys][]int
+	for k, q := range r.queue {
+		for _, ft := range q {
+			out[k] = append(out[k], ft.id)
+		}
+	}
+	return out
+}
+
+// check compares the executor with the model at a settled moment.
+func (r *fuzzRun) check(at string) {
+	t := r.t
+	t.Helper()
+	// Results: present exactly for the tasks that ended, and as expected.
+	for _, ft := range r.tasks {
+		if ft.got {
+			continue
+		}
+		ready := r.resultReady(ft)
+		if ready != ft.ended {
+			t.Errorf("%s: task %d (%s on %v): call returned %v, model ended %v (want %v)",
+				at, ft.id, ft.kind, ft.keys, ready, ft.ended, ft.want)
+			continue
+		}
+		if !ready {
+			continue
+		}
+		var err error
+		if ft.task != nil {
+			err = ft.task.Wait(context.Background())
+		} else {
+			err = <-ft.result
+		}
+		ft.got = true
+		if !sameOutcome(err, ft.want) && (ft.alt == nil || !sameOutcome(err, ft.alt)) {
+			t.Errorf("%s: task %d (%s on %v): got %v; want %v", at, ft.id, ft.kind, ft.keys, err, ft.want)
+		}
+	}
+	if len(r.live()) == 0 {
+		// Close may poll for its pool's workers to exit; let the fake
+		// clock move on so it can.
+		time.Sleep(time.Millisecond)
+		synctest.Wait()
+	}
+	for i := range r.closes {
+		c := &r.closes[i]
+		if c.got {
+			continue
+		}
+		done := len(r.live()) == 0
+		if len(c.result) > 0 != done {
+			t.Errorf("%s: Close #%d returned %v; want %v (live tasks %d)", at, i, len(c.result) > 0, done, len(r.live()))
+			continue
+		}
+		if done {
+			c.got = true
+			err := <-c.result
+			if !errors.Is(err, c.want) || (err == nil) != (c.want == nil) {
+				t.Errorf("%s: Close #%d (giveUp %v): got %v; want %v", at, i, c.giveUp, err, c.want)
+			}
+		}
+	}
+	// Running: within the bound, and nothing that may run is left waiting
+	// while a worker is free.
+	running := r.running()
+	if len(running) > r.workers {
+		t.Errorf("%s: %d tasks running; want <= %d workers", at, len(running), r.workers)
+	}
+	if len(running) < r.workers && !r.gaveUp {
+		for _, ft := range r.live() {
+			if !ft.started && r.mayRun(ft) {
+				t.Errorf("%s: task %d (%s on %v) may run and a worker is free, but it has not started (queues %v)",
+					at, ft.id, ft.kind, ft.keys, r.queueIDs())
+			}
+		}
+	}
+	// Stats.
+	want := r.want
+	active := 0
+	for _, q := range r.queue {
+		if len(q) > 0 {
+			active++
+		}
+	}
+	want.ActiveKeys = active
+	want.Running = len(running)
+	want.Queued = int(want.Submitted-want.Completed-want.Canceled) - want.Running
+	got := r.e.Stats()
+	// A key whose last task was withdrawn while its drive loop waited for
+	// a worker stays live until that loop gets one and retires it: with
+	// every worker busy, ActiveKeys may run ahead of the keys with work.
+	lag := 0
+	if len(running) == r.workers && got.ActiveKeys > active {
+		lag = got.ActiveKeys - active
+		got.ActiveKeys = active
+	}
+	if r.gaveUp && !r.allSettled() {
+		// Doomed tasks may still count as queued.
+		got.Queued, want.Queued = 0, 0
+		got.Canceled, want.Canceled = 0, 0
+	}
+	if got != want {
+		t.Errorf("%s: Stats: got %+v; want %+v", at, got, want)
+	}
+	if n := r.e.ActiveKeys(); n != active+lag {
+		t.Errorf("%s: ActiveKeys: got %d; want %d", at, n, active+lag)
+	}
+	// HotKeys agrees with the queues.
+	hot := r.e.HotKeys(fuzzKeys)
+	for _, kl := range hot {
+		if n := len(r.queue[kl.Key]); kl.Pending != n {
+			t.Errorf("%s: HotKeys: key %d has %d pending; want %d", at, kl.Key, kl.Pending, n)
+		}
+	}
+	if len(hot) != active {
+		t.Errorf("%s: HotKeys: got %v; want %d keys", at, hot, active)
+	}
+}
+
+func (r *fuzzRun) allSettled() bool {
+	for _, ft := range r.tasks {
+		if ft.doomed && !ft.ended {
+			return false
+		}
+	}
+	return true
+}
+
+func sameOutcome(got, want error) bool {
+	var wp, gp *executor.PanicError
+	if errors.As(want, &wp) {
+		return errors.As(got, &gp) && gp.Value == wp.Value
+	}
+	if want == nil {
+		return got == nil
+	}
+	return errors.Is(got, want)
+}
+
+func (r *fuzzRun) dump() {
+	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d", r.workers, r.throughput, r.keyCap, r.globalCap)
+	for i, d := range r.trace {
+		r.t.Logf("step %d: %s", i, d)
+	}
+	for _, ft := range r.tasks {
+		r.t.Logf("task %d: %s on %v shared %v behavior %d started %v released %v ended %v doomed %v want %v",
+			ft.id, ft.kind, ft.keys, ft.shared, ft.behavior, ft.started, ft.released, ft.ended, ft.doomed, ft.want)
+	}
+	// Let everything finish so the bubble can exit.
+	for _, ft := range r.tasks {
+		if !ft.released {
+			ft.released = true
+			close(ft.gate)
+		}
+	}
+	if !r.closing {
+		_ = r.e.Close(context.Background())
+	}
+	for i := range r.closes {
+		if !r.closes[i].got {
+			<-r.closes[i].result
+		}
+	}
+}
