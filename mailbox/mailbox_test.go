@@ -1,0 +1,283 @@
+package mailbox_test
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/alitto/pond/v2"
+
+	"github.com/perkey/perkey/mailbox"
+)
+
+// work is a mailbox.Work that records its run in a shared log and can be
+// held back by a gate.
+type work struct {
+	id      int
+	log     *runLog
+	gate    chan struct{} // nil: run at once
+	started chan struct{} // closed when Run begins, if non-nil
+	ran     atomic.Int32
+	settled atomic.Int32
+	done    chan struct{} // closed by Settle
+}
+
+func newWork(id int, log *runLog) *work {
+	return &work{id: id, log: log, done: make(chan struct{})}
+}
+
+func (w *work) Run() {
+	w.ran.Add(1)
+	if w.started != nil {
+		close(w.started)
+	}
+	if w.gate != nil {
+		<-w.gate
+	}
+	w.log.add(w.id)
+}
+
+func (w *work) Settle() {
+	if w.settled.Add(1) == 1 {
+		close(w.done)
+	}
+}
+
+func (w *work) Admit() {}
+
+type runLog struct {
+	mu  sync.Mutex
+	ids []int
+}
+
+func (l *runLog) add(id int) {
+	l.mu.Lock()
+	l.ids = append(l.ids, id)
+	l.mu.Unlock()
+}
+
+func (l *runLog) get() []int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]int(nil), l.ids...)
+}
+
+// owner is a mailbox.Owner that counts retirements.
+type owner struct{ retired atomic.Int32 }
+
+func (o *owner) Retire(*mailbox.Mailbox) { o.retired.Add(1) }
+
+// box is one mailbox with its lock, as the router would keep it.
+type box struct {
+	mu sync.Mutex
+	m  mailbox.Mailbox
+	o  owner
+}
+
+func newBox(r *mailbox.Runner) *box {
+	b := new(box)
+	b.m.Init(&b.mu, r, &b.o, 0)
+	return b
+}
+
+// submit enqueues w as a single-key exclusive task and dispatches the
+// mailbox if it needs a drive loop.
+func (b *box) submit(w mailbox.Work) *mailbox.Task {
+	t := new(mailbox.Task)
+	t.Init(w, false)
+	b.m.Lock()
+	dispatch := b.m.Enqueue(t.Entry())
+	b.m.Unlock()
+	if dispatch {
+		b.m.Dispatch()
+	}
+	return t
+}
+
+func newRunner(t *testing.T, slots, throughput int) *mailbox.Runner {
+	pool := pond.NewPool(0)
+	r := mailbox.NewRunner(pool, slots, throughput)
+	t.Cleanup(func() {
+		r.Wait()
+		pool.StopAndWait()
+	})
+	return r
+}
+
+func wait(t *testing.T, what string, ch <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(20 * time.Second):
+		t.Fatalf("gave up waiting for %s", what)
+	}
+}
+
+func TestRunnerSlots(t *testing.T) {
+	r := newRunner(t, 2, 1)
+	steps := []struct {
+		name       string
+		op         func() bool
+		want       bool
+		wantActive int
+	}{
+		{"first TryAcquire", r.TryAcquire, true, 1},
+		{"second TryAcquire", r.TryAcquire, true, 2},
+		{"TryAcquire over the limit", r.TryAcquire, false, 2},
+		{"Release", func() bool { r.Release(); return true }, true, 1},
+		{"TryAcquire after Release", r.TryAcquire, true, 2},
+		{"Release", func() bool { r.Release(); return true }, true, 1},
+		{"Release", func() bool { r.Release(); return true }, true, 0},
+	}
+	for _, s := range steps {
+		if got := s.op(); got != s.want {
+			t.Fatalf("%s: got %v; want %v", s.name, got, s.want)
+		}
+		if got := r.Active(); got != s.wantActive {
+			t.Fatalf("after %s: Active() = %d; want %d", s.name, got, s.wantActive)
+		}
+	}
+}
+
+// TestRunnerAcquireWaits: Acquire with every slot taken waits until one is
+// released, and then owns it.
+func TestRunnerAcquireWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pool := pond.NewPool(0)
+		r := mailbox.NewRunner(pool, 1, 1)
+		if !r.TryAcquire() {
+			t.Fatal("TryAcquire on an idle runner: got false; want true")
+		}
+		var got atomic.Bool
+		go func() {
+			r.Acquire()
+			got.Store(true)
+		}()
+		synctest.Wait()
+		if got.Load() {
+			t.Fatalf("Acquire with no free slot returned; want it to wait")
+		}
+		r.Release()
+		synctest.Wait()
+		if !got.Load() || r.Active() != 1 {
+			t.Fatalf("after Release: Acquire returned %v, Active %d; want true, 1", got.Load(), r.Active())
+		}
+		r.Release()
+		r.Wait()
+	})
+}
+
+// TestMailboxFIFO: one mailbox runs its tasks in order, each once, settles
+// each once, and retires when it drains.
+func TestMailboxFIFO(t *testing.T) {
+	for _, throughput := range []int{1, 3, 64} {
+		r := newRunner(t, 1, throughput)
+		b := newBox(r)
+		var log runLog
+		var ws []*work
+		for i := range 50 {
+			w := newWork(i, &log)
+			ws = append(ws, w)
+			b.submit(w)
+		}
+		for _, w := range ws {
+			wait(t, "a task to settle", w.done)
+		}
+		r.Wait()
+		got := log.get()
+		for i, id := range got {
+			if id != i {
+				t.Fatalf("throughput %d: run order %v; want 0..49 in order", throughput, got)
+			}
+		}
+		for _, w := range ws {
+			if w.ran.Load() != 1 || w.settled.Load() != 1 {
+				t.Fatalf("task %d: ran %d, settled %d times; want 1, 1", w.id, w.ran.Load(), w.settled.Load())
+			}
+		}
+		b.m.Lock()
+		idle := b.m.Idle()
+		b.m.Unlock()
+		if !idle || b.o.retired.Load() == 0 {
+			t.Errorf("throughput %d: drained mailbox: idle %v, retired %d times; want idle and retired", throughput, idle, b.o.retired.Load())
+		}
+	}
+}
+
+// TestMailboxCancel: a queued task withdrawn with Cancel never runs, is not
+// settled by the mailbox (its canceler owns that), and does not hold up the
+// tasks behind it; Cancel on a task that already ran reports false.
+func TestMailboxCancel(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	first := newWork(0, &log)
+	first.gate, first.started = make(chan struct{}), make(chan struct{})
+	ft := b.submit(first)
+	wait(t, "the first task to start", first.started)
+	second, third := newWork(1, &log), newWork(2, &log)
+	st := b.submit(second)
+	b.submit(third)
+	if !st.Cancel() {
+		t.Fatalf("Cancel on a queued task: got false; want true")
+	}
+	if st.State() != mailbox.Canceled {
+		t.Errorf("canceled task state: got %d; want Canceled (%d)", st.State(), mailbox.Canceled)
+	}
+	close(first.gate)
+	wait(t, "the third task to settle", third.done)
+	r.Wait()
+	if got := log.get(); len(got) != 2 || got[0] != 0 || got[1] != 2 {
+		t.Errorf("run order: got %v; want [0 2]", got)
+	}
+	if second.ran.Load() != 0 || second.settled.Load() != 0 {
+		t.Errorf("canceled task: ran %d, settled %d; want 0, 0", second.ran.Load(), second.settled.Load())
+	}
+	if ft.Cancel() {
+		t.Errorf("Cancel on a task that ran: got true; want false")
+	}
+	b.m.Lock()
+	if p := b.m.Pending(); p != 0 {
+		t.Errorf("Pending after the drain: got %d; want 0", p)
+	}
+	b.m.Unlock()
+}
+
+// TestRunnerFairness: with one slot and throughput n, two busy mailboxes
+// take turns of at most n tasks.
+func TestRunnerFairness(t *testing.T) {
+	const throughput = 2
+	r := newRunner(t, 1, throughput)
+	a, c := newBox(r), newBox(r)
+	var log runLog
+	hold := newWork(-1, &log)
+	hold.gate, hold.started = make(chan struct{}), make(chan struct{})
+	a.submit(hold)
+	wait(t, "the holder to start", hold.started)
+	var ws []*work
+	for i := range 10 {
+		wa, wc := newWork(100+i, &log), newWork(200+i, &log)
+		ws = append(ws, wa, wc)
+		a.submit(wa)
+		c.submit(wc)
+	}
+	close(hold.gate)
+	for _, w := range ws {
+		wait(t, "a task to settle", w.done)
+	}
+	r.Wait()
+	got := log.get()[1:] // after the holder
+	run := 0
+	for i := range got {
+		if i > 0 && got[i]/100 == got[i-1]/100 {
+			run++
+		} else {
+			run = 1
+		}
+		if run > throughput {
+			t.Fatalf("a mailbox ran %d tasks in a row; want <= %d (order %v)", run, throughput, got)
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package router_test
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alitto/pond/v2"
+
+	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/router"
+)
+
+// work is a mailbox.Work that counts its runs, checks that no two tasks of
+// one key overlap, and signals when it is settled.
+type work struct {
+	busy    *atomic.Int32 // per key
+	overlap *atomic.Int32
+	gate    chan struct{} // nil: run at once
+	ran     atomic.Int32
+	done    chan struct{}
+}
+
+func (w *work) Run() {
+	if w.busy.Add(1) != 1 {
+		w.overlap.Add(1)
+	}
+	w.ran.Add(1)
+	if w.gate != nil {
+		<-w.gate
+	}
+	w.busy.Add(-1)
+}
+
+func (w *work) Settle() { close(w.done) }
+func (w *work) Admit()  {}
+
+func newRunner(t *testing.T, slots int) *mailbox.Runner {
+	pool := pond.NewPool(0)
+	r := mailbox.NewRunner(pool, slots, 4)
+	t.Cleanup(func() {
+		r.Wait()
+		pool.StopAndWait()
+	})
+	return r
+}
+
+// submit queues w on key the way the executor does: find the mailbox under
+// its lock, enqueue, unlock (which retires an idle mailbox), dispatch.
+func submit[K comparable](rt *router.Router[K], key K, w *work) {
+	t := new(mailbox.Task)
+	t.Init(w, false)
+	m := rt.Acquire(key)
+	dispatch := m.Enqueue(t.Entry())
+	m.Unlock()
+	if dispatch {
+		m.Dispatch()
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+}
+
+// TestAcquireRetire: a mailbox exists while it has work and retires when it
+// drains; an Acquire that leaves it idle retires it at once.
+func TestAcquireRetire(t *testing.T) {
+	rt := router.New[string](newRunner(t, 2), 0, 0)
+	if rt.Striped() {
+		t.Fatalf("Striped() with 0 stripes: got true; want false")
+	}
+	m := rt.Acquire("a")
+	if got := rt.Live(); got != 1 {
+		t.Errorf("Live while a key is acquired: got %d; want 1", got)
+	}
+	m.Unlock()
+	if got := rt.Live(); got != 0 {
+		t.Errorf("Live after an idle Unlock: got %d; want 0", got)
+	}
+
+	var busy, overlap atomic.Int32
+	w := &work{busy: &busy, overlap: &overlap, gate: make(chan struct{}), done: make(chan struct{})}
+	submit(rt, "a", w)
+	if got := rt.Live(); got != 1 {
+		t.Errorf("Live with a task pending: got %d; want 1", got)
+	}
+	m1 := rt.Acquire("a")
+	m1.Unlock()
+	m2 := rt.Acquire("a")
+	m2.Unlock()
+	if m1 != m2 {
+		t.Errorf("Acquire of a live key: got two mailboxes; want the same one")
+	}
+	seen := map[string]int{}
+	rt.Each(func(k string, m *mailbox.Mailbox) { seen[k] = m.Pending() })
+	if len(seen) != 1 || seen["a"] != 1 {
+		t.Errorf("Each: got %v; want map[a:1]", seen)
+	}
+	close(w.gate)
+	<-w.done
+	waitFor(t, "the mailbox to retire", func() bool { return rt.Live() == 0 })
+	rt.Each(func(k string, m *mailbox.Mailbox) { t.Errorf("Each after retirement: visited %q", k) })
+}
+
+// TestStripes: in striped mode keys hash onto a fixed set of mailboxes; two
+// keys on one stripe share it, and Live counts busy stripes.
+func TestStripes(t *testing.T) {
+	const stripes = 4
+	rt := router.New[int](newRunner(t, 2), stripes, 0)
+	if !rt.Striped() {
+		t.Fatalf("Striped() with %d stripes: got false; want true", stripes)
+	}
+	byStripe := map[int][]int{}
+	for k := range 100 {
+		i := rt.Index(k)
+		if i < 0 || i >= stripes {
+			t.Fatalf("Index(%d) = %d; want in [0, %d)", k, i, stripes)
+		}
+		byStripe[i] = append(byStripe[i], k)
+	}
+	for _, ks := range byStripe {
+		if len(ks) < 2 {
+			continue
+		}
+		a, b := ks[0], ks[1]
+		if !rt.Same(a, b) {
+			t.Errorf("Same(%d, %d) on one stripe: got false; want true", a, b)
+		}
+		ma := rt.Acquire(a)
+		ma.Unlock()
+		mb := rt.Acquire(b)
+		mb.Unlock()
+		if ma != mb {
+			t.Errorf("keys %d and %d on one stripe: got two mailboxes; want one", a, b)
+		}
+	}
+	if got := rt.Live(); got != 0 {
+		t.Errorf("Live with nothing pending: got %d; want 0", got)
+	}
+	var busy, overlap atomic.Int32
+	w := &work{busy: &busy, overlap: &overlap, gate: make(chan struct{}), done: make(chan struct{})}
+	submit(rt, 7, w)
+	if got := rt.Live(); got != 1 {
+		t.Errorf("Live with one busy stripe: got %d; want 1", got)
+	}
+	close(w.gate)
+	<-w.done
+	waitFor(t, "the stripe to go idle", func() bool { return rt.Live() == 0 })
+}
+
+// TestRetireRace hammers a few keys whose mailboxes retire and come back
+// all the time: no submission is lost, none runs beside another of its key,
+// and every mailbox is gone at the end.
+func TestRetireRace(t *testing.T) {
+	for _, stripes := range []int{0, 2} {
+		t.Run(fmt.Sprintf("stripes=%d", stripes), func(t *testing.T) {
+			rt := router.New[int](newRunner(t, 3), stripes, 0)
+			const keys, callers, each = 3, 6, 400
+			busy := make([]atomic.Int32, keys)
+			var overlap atomic.Int32
+			var wg sync.WaitGroup
+			var all sync.Mutex
+			var ws []*work
+			for c := range callers {
+				wg.Go(func() {
+					for i := range each {
+						k := (c + i) % keys
+						if stripes > 0 {
+							k = 0 // one counter per stripe would be needed; use one key
+						}
+						w := &work{busy: &busy[k], overlap: &overlap, done: make(chan struct{})}
+						submit(rt, k, w)
+						if i%3 == 0 {
+							<-w.done // let the mailbox drain now and then
+						}
+						all.Lock()
+						ws = append(ws, w)
+						all.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			for _, w := range ws {
+				<-w.done
+				if n := w.ran.Load(); n != 1 {
+					t.Fatalf("a task ran %d times; want 1", n)
+				}
+			}
+			if n := overlap.Load(); n != 0 {
+				t.Errorf("got %d overlapping runs within a key; want 0", n)
+			}
+			waitFor(t, "every mailbox to retire", func() bool { return rt.Live() == 0 })
+		})
+	}
+}
