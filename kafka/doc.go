@@ -83,9 +83,10 @@
 //   - Decision Stop: the failing record, not done, is delivered again
 //     after a restart, and so is everything behind it in its key.
 //
-// In particular, after a clean Run (it returned nil), and after a revoke
-// whose handlers finished within RevokeTimeout and whose commit succeeded
-// with its offset map whole, nothing repeats. A handler
+// In particular, nothing repeats after a Run that returned nil with every
+// handler done within DrainTimeout, nor after a revoke whose handlers were
+// done within RevokeTimeout and whose commit succeeded with its offset map
+// whole. A handler
 // retried with Decision Retry sees the same record again on each attempt,
 // within the record's turn.
 //
