@@ -10,14 +10,15 @@ GOBIN_DIR ?= $(shell go env GOPATH)/bin
 BENCHSTAT := $(GOBIN_DIR)/benchstat
 
 # A full run is about 2 minutes per count on 2 cores, past go test's default
-# 10-minute timeout.
+# 10-minute timeout. BENCH selects benchmarks, e.g. make bench BENCH=HotKey.
+BENCH ?= .
 BENCH_COUNT ?= 8
 BENCH_TIMEOUT ?= 60m
 
 .PHONY: bench benchstat profile
 
 bench: benchstat
-	go test -run '^$$' -bench . -benchmem -count=$(BENCH_COUNT) -timeout $(BENCH_TIMEOUT) ./bench/ | tee bench.out
+	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) -timeout $(BENCH_TIMEOUT) ./bench/ | tee bench.out
 	$(BENCHSTAT) bench.out
 	$(BENCHSTAT) -col /impl bench.out
 
@@ -28,9 +29,9 @@ benchstat:
 # CPU profiles of perkey's hot paths: cpu-<case>.prof, read with go tool pprof.
 profile:
 	go test -c -o bench.test ./bench/
-	./bench.test -test.run '^$$' -test.bench 'UncontendedDo/^impl=perkey$$' -test.cpuprofile cpu-uncontended.prof
-	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=1$$/^impl=perkey$$' -test.cpuprofile cpu-keys1.prof
-	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.cpuprofile cpu-keys100000.prof
+	./bench.test -test.run '^$$' -test.bench 'UncontendedDo/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-uncontended.prof
+	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=1$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys1.prof
+	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys100000.prof
 	for p in cpu-uncontended cpu-keys1 cpu-keys100000; do \
 		echo "== $$p"; go tool pprof -top -nodecount=10 bench.test $$p.prof; \
 	done

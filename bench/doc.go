@@ -53,11 +53,15 @@
 //
 // which runs
 //
-//	go test -run '^$' -bench . -benchmem -count=8 ./bench/ | tee bench.out
+//	go test -run '^$' -bench . -benchmem -count=8 -timeout 60m ./bench/ | tee bench.out
 //	benchstat bench.out                  # one table per benchmark
 //	benchstat -col /impl bench.out       # implementations side by side, vs perkey
 //
-// benchstat is golang.org/x/perf/cmd/benchstat; the Makefile installs it.
+// (a full run takes about 2 minutes per count on 2 cores, past go test's
+// default 10-minute timeout). benchstat is golang.org/x/perf/cmd/benchstat;
+// the Makefile installs a pinned version. make profile writes the CPU
+// profiles quoted in BENCHMARKS.md.
+//
 // Run one benchmark with, for example,
 //
 //	go test -run '^$' -bench 'SubmitThroughput/keys=16/' -benchmem ./bench/
