@@ -23,6 +23,7 @@ type Router[K comparable] struct {
 type shard[K comparable] struct {
 	mu    sync.Mutex
 	m     map[K]*node[K] // guarded by mu
+	idle  *node[K]       // a retired node left in m for a moment (see Retire); guarded by mu
 	spare *node[K]       // a retired node kept for reuse; guarded by mu
 	peak  int            // len(m)'s high-water mark since m was made; guarded by mu
 	r     *Router[K]
@@ -112,6 +113,10 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
 	s.mu.Lock()
 	n := s.m[key]
+	if n != nil && n == s.idle {
+		s.idle = nil // back from retirement: live again
+		rt.live.Add(1)
+	}
 	if n == nil {
 		if n = s.spare; n != nil {
 			s.spare = nil
@@ -127,23 +132,31 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	return &n.mb
 }
 
-// Retire removes an idle mailbox from the table (called locked, by the
-// mailbox). The entry is deleted only if the table still points at this
-// node, and only then is the node recycled.
+// Retire retires an idle mailbox (called locked, by the mailbox). The
+// mailbox stops counting as live at once, but its table entry stays until
+// the next retirement in the same shard: a key used again and again by one
+// caller (the uncontended Do) then costs no map delete and insert per call,
+// while at most one idle entry per shard is ever kept.
 func (n *node[K]) Retire(*mailbox.Mailbox) {
 	s := n.s
-	if s.m[n.key] != n {
+	if s.m[n.key] != n || s.idle == n {
 		return
 	}
-	delete(s.m, n.key)
 	s.r.live.Add(-1)
+	if old := s.idle; old != nil {
+		s.evict(old)
+	}
+	s.idle = n
+}
+
+// evict deletes an idle node's entry and keeps the node as the shard's
+// spare if it has none (locked).
+func (s *shard[K]) evict(n *node[K]) {
+	delete(s.m, n.key)
 	if s.peak > 256 && len(s.m) <= s.peak/8 {
 		s.shrink()
 	}
 	if s.spare == nil {
-		// Keep one idle node per shard: a key that comes and goes (the
-		// uncontended Do) then allocates nothing. Its mailbox is zero again
-		// but for the rate estimate.
 		var zero K
 		n.key = zero
 		n.mb.Reset()
@@ -190,7 +203,9 @@ func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 		s := &rt.shards[i]
 		s.mu.Lock()
 		for k, n := range s.m {
-			f(k, &n.mb)
+			if n != s.idle {
+				f(k, &n.mb)
+			}
 		}
 		s.mu.Unlock()
 	}
