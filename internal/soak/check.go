@@ -18,6 +18,7 @@ const (
 	RanAfterCancel
 	SlowWithdrawal
 	WrongOutcome
+	FalseDelay
 	Counters
 	OverWorkers
 	LeakedGoroutines
@@ -32,6 +33,7 @@ var invariantNames = [numInvariants]string{
 	RanAfterCancel:   "ran after cancel",
 	SlowWithdrawal:   "slow withdrawals",
 	WrongOutcome:     "wrong outcomes",
+	FalseDelay:       "false delay rejections",
 	Counters:         "counters that do not add up",
 	OverWorkers:      "over the worker bound",
 	LeakedGoroutines: "leaked goroutines",

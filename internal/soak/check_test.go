@@ -107,12 +107,18 @@ func TestSettle(t *testing.T) {
 		{"failed, another task's error", failing, true, context.Background(), func(t *task) error { return &taskError{t: &task{}} }, WrongOutcome},
 		{"panicked, own value", panicky, true, context.Background(), func(t *task) error { return &executor.PanicError{Value: panicValue{t}} }, numInvariants},
 		{"panicked, nil", panicky, true, context.Background(), func(*task) error { return nil }, WrongOutcome},
+		{"delay rejection, plausible age", quick, false, context.Background(), func(*task) error {
+			return &backpressure.BusyError{Scope: backpressure.ScopeDelay, Wait: time.Nanosecond}
+		}, numInvariants},
+		{"delay rejection, head older than the executor", quick, false, context.Background(), func(*task) error {
+			return &backpressure.BusyError{Scope: backpressure.ScopeDelay, Wait: time.Hour}
+		}, FalseDelay},
 		{"unexpected error", quick, false, context.Background(), func(*task) error { return errors.New("boom") }, WrongOutcome},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			h := &harness{}
-			tk := &task{g: &generation{}, p: &producer{}, do: tt.do, ctx: tt.ctx}
+			tk := &task{g: &generation{born: time.Now()}, p: &producer{}, do: tt.do, ctx: tt.ctx}
 			if tt.do == failing {
 				tk.result = &taskError{t: tk}
 			}

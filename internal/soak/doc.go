@@ -55,6 +55,9 @@
 //     error, a *PanicError carrying this task's panic value, Call's value).
 //     fn did not run: the result must be ErrBusy, ErrClosed or an error
 //     matching the caller's ended ctx.
+//   - false delay rejection: an ErrBusy from MaxQueueDelay (ScopeDelay)
+//     whose BusyError.Wait, the age it claims for the key's oldest queued
+//     task, is longer than the executor has existed.
 //   - counters: right after each Close returns, Submitted == Completed +
 //     Canceled and Queued == Running == 0; ActiveKeys reaches 0 within 2 s;
 //     once the generation's calls have all returned, the fns the harness saw

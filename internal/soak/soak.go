@@ -229,7 +229,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	defer cancel()
 	var bgWG sync.WaitGroup // checks of closed generations, and the sampler
 	samplerDone := make(chan struct{})
-	bgWG.Go(func() { h.sample(loadCtx, begin, &rep.Heap[1], samplerDone) })
+	bgWG.Go(func() { h.sample(&rep.Heap[1], samplerDone) })
 
 	tick := time.NewTicker(cfg.RestartEvery)
 	for n := 1; ; n++ {
@@ -241,9 +241,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		old := h.cur.Load()
 		if last {
 			h.stop.Store(true)
-			old.spec.forced = false // end with a drain: every accepted task runs
 		}
-		h.close(old)
+		h.close(old, old.spec.forced && !last) // the last Close drains: every accepted task runs
 		var next *generation
 		if !last {
 			if next, err = h.newGeneration(n, rng); err != nil {
@@ -292,11 +291,12 @@ func (h *harness) newGeneration(n int, r *rand.Rand) (*generation, error) {
 	return &generation{n: n, spec: spec, born: born, e: e, replaced: make(chan struct{})}, nil
 }
 
-// close closes g under load, as its spec says, and checks the counters that
-// must hold the moment Close returns.
-func (h *harness) close(g *generation) {
+// close closes g under load, with a deadline of at most 1 ms if forced,
+// else a long one, and checks the counters that must hold the moment Close
+// returns.
+func (h *harness) close(g *generation, forced bool) {
 	deadline := 30 * time.Second
-	if g.spec.forced {
+	if forced {
 		deadline = g.spec.closeAfter
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
@@ -376,7 +376,7 @@ func (h *harness) check(g *generation) {
 
 // sample checks the live executor's counters every sampleEvery and takes
 // the mid-run heap.
-func (h *harness) sample(ctx context.Context, begin time.Time, midHeap *uint64, done <-chan struct{}) {
+func (h *harness) sample(midHeap *uint64, done <-chan struct{}) {
 	tick := time.NewTicker(sampleEvery)
 	defer tick.Stop()
 	mid := time.NewTimer(h.cfg.Duration / 2)

@@ -184,7 +184,7 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 		if errors.As(err, &be) {
 			h.rejected[be.Scope].Add(1)
 			if age := time.Since(t.g.born); be.Scope == backpressure.ScopeDelay && be.Wait > age {
-				h.v.add(WrongOutcome, 1, "%s: %v: the head cannot have waited %v in an executor %v old",
+				h.v.add(FalseDelay, 1, "%s: %v: the head cannot have waited %v in an executor %v old",
 					t, err, be.Wait, age)
 			}
 		}
