@@ -28,15 +28,6 @@ func TestSoak(t *testing.T) {
 	if testing.Short() {
 		cfg.Duration = 500 * time.Millisecond
 	}
-	// Known library bugs (the TestBug tests below) keep two policies out
-	// until they are fixed: MaxQueueDelay rejects falsely now and then
-	// (TestBugDoManyHeadAgeUnstamped) and races under -race
-	// (TestBugDoManyEnqueueStampRace); Block races under -race
-	// (TestBugPromotedEntryRace). cmd/perkey-soak runs all three.
-	cfg.Policies = []string{"FailFast", "Block"}
-	if raceEnabled {
-		cfg.Policies = []string{"FailFast"}
-	}
 	rep, err := soak.Run(t.Context(), cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -69,19 +60,20 @@ func TestSoak(t *testing.T) {
 	}
 }
 
-// The soak found the bug below; these tests reduce it. Unskip them once the
-// library is fixed.
+// Regression tests for the bugs this soak found (fixed in 13eafe2). Each
+// reduces one soak failure to a deterministic reproduction.
 //
-// DoMany stamps its enqueue time (job.enq, read by MaxQueueDelay as the
-// head's age) in accept, which it calls under the lock of its last key only,
-// after its entries are already queued, and visible, on its other keys. A
-// submission on one of those keys reads the stamp under that key's lock:
-// nothing orders the write before the read (a data race), and before the
-// write the stamp is 0, so the head looks as old as the process and
-// MaxQueueDelay rejects with ErrBusy (ScopeDelay) a key whose head has just
-// arrived.
+// DoMany stamped its enqueue time (job.enq, read by MaxQueueDelay as the
+// head's age) in accept, which it called under the lock of its last key
+// only, after its entries were already queued, and visible, on its other
+// keys. A submission on one of those keys read the stamp under that key's
+// lock: nothing ordered the write before the read (a data race), and before
+// the write the stamp was 0, so the head looked as old as the process and
+// MaxQueueDelay rejected with ErrBusy (ScopeDelay) a key whose head had just
+// arrived. Found by perkey-soak -seed 1 (MaxQueueDelay generations: the
+// false delay rejections invariant, and the race detector).
 
-// TestBugDoManyEnqueueStampRace fails under -race: key a is busy, a DoMany
+// TestBugDoManyEnqueueStampRace failed under -race: key a is busy, a DoMany
 // on {a, b} queues behind it (waiting on b, also busy), then a Submit on a
 // reads the DoMany's stamp.
 func TestBugDoManyEnqueueStampRace(t *testing.T) {
@@ -152,10 +144,10 @@ func (p *agePolicy) Decide(l backpressure.Load) backpressure.Verdict {
 
 func (p *agePolicy) NeedsQueueAge() bool { return true }
 
-// TestBugDoManyHeadAgeUnstamped fails without -race: a policy is told that
-// a DoMany queued a moment ago has waited longer than the executor has
+// TestBugDoManyHeadAgeUnstamped failed without -race: a policy was told
+// that a DoMany queued a moment ago had waited longer than the executor had
 // existed (since the process started). With MaxQueueDelay(d) every such
-// read rejects the submission with ErrBusy (ScopeDelay).
+// read rejected the submission with ErrBusy (ScopeDelay).
 func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
 	p := &agePolicy{pauseAt: 2, entered: make(chan struct{}), resume: make(chan struct{})}
 	born := time.Now()
@@ -220,14 +212,15 @@ func (p *signalBlock) Decide(l backpressure.Load) backpressure.Verdict {
 	return backpressure.Admit
 }
 
-// TestBugPromotedEntryRace fails under -race. With Block, a parked
-// submission is admitted by whoever frees room: promote calls Admit (which
+// TestBugPromotedEntryRace failed under -race. With Block, a parked
+// submission is admitted by whoever frees room: promote called Admit (which
 // wakes the submitter) and then link, which writes the entry's mailbox
-// pointer (Entry.m). The woken submitter's task can then be canceled, and
-// Entry.release reads Entry.m before taking the mailbox lock: nothing orders
-// that read after link's write. (The value written is the one Park already
-// stored, so no behaviour goes wrong; the race detector still fails every
-// -race test that cancels promoted tasks.)
+// pointer (Entry.m). The woken submitter's task could then be canceled, and
+// Entry.release read Entry.m before taking the mailbox lock: nothing ordered
+// that read after link's write. (The value written was the one Park had
+// already stored, so no behaviour went wrong; the race detector still failed
+// every -race test that canceled promoted tasks.) Found by perkey-soak
+// -seed 1 under -race (Block generations).
 func TestBugPromotedEntryRace(t *testing.T) {
 	p := &signalBlock{parked: make(chan struct{})}
 	e, err := executor.New[int](executor.WithMaxQueuePerKey(2), executor.WithPolicy(p))

@@ -1,5 +1,0 @@
-//go:build !race
-
-package soak_test
-
-const raceEnabled = false
