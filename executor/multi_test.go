@@ -8,45 +8,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
-
-func mustNew[K comparable](t testing.TB, opts ...executor.Option) *executor.Executor[K] {
-	t.Helper()
-	e, err := executor.New[K](opts...)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := e.Close(context.Background()); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return e
-}
-
-// waitQuiet polls until the executor has no live mailbox.
-func waitQuiet[K comparable](t testing.TB, e *executor.Executor[K]) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for e.ActiveKeys() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("ActiveKeys() = %d after 5s; want 0 (stats %+v)", e.ActiveKeys(), e.Stats())
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-func checkStats[K comparable](t testing.TB, e *executor.Executor[K]) {
-	t.Helper()
-	s := e.Stats()
-	if got := s.Completed + s.Canceled + uint64(s.Queued) + uint64(s.Running); got != s.Submitted {
-		t.Errorf("Completed+Canceled+Queued+Running = %d; want Submitted = %d (%+v)", got, s.Submitted, s)
-	}
-}
 
 // TestDoManyTransfers moves money between 10 accounts with random
 // concurrent DoMany transfers mixed with single-key Do deposits and
@@ -55,7 +20,7 @@ func checkStats[K comparable](t testing.TB, e *executor.Executor[K]) {
 func TestDoManyTransfers(t *testing.T) {
 	for _, workers := range []int{1, 2, 16} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
-			e := mustNew[int](t, executor.WithWorkers(workers))
+			e := newExec[int](t, executor.WithWorkers(workers))
 			const accounts, transfers = 10, 1000
 			var balance [accounts]int
 			var inside [accounts]atomic.Int32
@@ -118,8 +83,8 @@ func TestDoManyTransfers(t *testing.T) {
 			if total != accounts*1000 {
 				t.Errorf("total balance = %d; want %d", total, accounts*1000)
 			}
-			waitQuiet(t, e)
-			checkStats(t, e)
+			waitIdle(t, e)
+			checkBalanced(t, e)
 		})
 	}
 }
@@ -129,7 +94,7 @@ type point struct{ X, Y int }
 // TestDoManyAnyKeys holds keys of mixed dynamic types at once: no ordering
 // of K is needed, and opposite-order requests do not deadlock.
 func TestDoManyAnyKeys(t *testing.T) {
-	e := mustNew[any](t, executor.WithWorkers(2))
+	e := newExec[any](t, executor.WithWorkers(2))
 	keys := []any{1, "one", point{1, 1}}
 	rev := []any{point{1, 1}, "one", 1}
 	var inside atomic.Int32
@@ -153,11 +118,11 @@ func TestDoManyAnyKeys(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitQuiet(t, e)
+	waitIdle(t, e)
 }
 
 func TestDoManyInput(t *testing.T) {
-	e := mustNew[string](t)
+	e := newExec[string](t)
 	ctx := context.Background()
 	if err := e.DoMany(ctx, nil, func(context.Context) error { return nil }); !errors.Is(err, executor.ErrNoKeys) {
 		t.Errorf("DoMany(no keys) = %v; want ErrNoKeys", err)
@@ -174,7 +139,7 @@ func TestDoManyInput(t *testing.T) {
 // TestDoManyCap: a key at its cap refuses the whole multi-key task and
 // leaves nothing queued on the other keys.
 func TestDoManyCap(t *testing.T) {
-	e := mustNew[string](t, executor.WithMaxQueuePerKey(1))
+	e := newExec[string](t, executor.WithMaxQueuePerKey(1))
 	ctx := context.Background()
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -195,13 +160,13 @@ func TestDoManyCap(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, func() bool { return e.ActiveKeys() == 1 }) // only b
+	eventually(t, "only b to stay active", func() bool { return e.ActiveKeys() == 1 })
 	close(release)
 	if err := task.Wait(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitQuiet(t, e)
-	checkStats(t, e)
+	waitIdle(t, e)
+	checkBalanced(t, e)
 	if s := e.Stats(); s.Rejected != 1 || s.Submitted != 1 {
 		t.Errorf("Stats = %+v; want 1 submitted, 1 rejected", s)
 	}
@@ -210,7 +175,7 @@ func TestDoManyCap(t *testing.T) {
 // TestDoManyCancelPartial cancels a multi-key task granted on one key and
 // queued on another: both keys are freed at once.
 func TestDoManyCancelPartial(t *testing.T) {
-	e := mustNew[string](t, executor.WithWorkers(4))
+	e := newExec[string](t, executor.WithWorkers(4))
 	bg := context.Background()
 	release := make(chan struct{})
 	started := make(chan struct{})
@@ -225,7 +190,7 @@ func TestDoManyCancelPartial(t *testing.T) {
 		})
 	}()
 	// Wait until the DoMany holds "a" (granted) and waits on "b".
-	waitFor(t, func() bool { return pendingOf(e, "a") == 1 && pendingOf(e, "b") == 2 })
+	eventually(t, "the DoMany to hold a and wait on b", func() bool { return pendingOf(e, "a") == 1 && pendingOf(e, "b") == 2 })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("DoMany = %v; want context.Canceled", err)
@@ -239,12 +204,12 @@ func TestDoManyCancelPartial(t *testing.T) {
 	}
 	close(release)
 	holder.Wait(bg)
-	waitQuiet(t, e)
-	checkStats(t, e)
+	waitIdle(t, e)
+	checkBalanced(t, e)
 }
 
 func TestDoManyNested(t *testing.T) {
-	e := mustNew[string](t, executor.WithWorkers(1))
+	e := newExec[string](t, executor.WithWorkers(1))
 	ctx := context.Background()
 	err := e.DoMany(ctx, []string{"a", "b"}, func(ctx context.Context) error {
 		if err := e.DoMany(ctx, []string{"b", "c"}, func(context.Context) error { return nil }); !errors.Is(err, executor.ErrReentrant) {
@@ -257,7 +222,7 @@ func TestDoManyNested(t *testing.T) {
 	if err != nil {
 		t.Fatalf("nested DoMany on disjoint keys = %v; want nil", err)
 	}
-	re := mustNew[string](t, executor.WithWorkers(1), executor.WithReentrant())
+	re := newExec[string](t, executor.WithWorkers(1), executor.WithReentrant())
 	ran := false
 	err = re.DoMany(ctx, []string{"a", "b"}, func(ctx context.Context) error {
 		return re.DoMany(ctx, []string{"b", "a"}, func(context.Context) error { ran = true; return nil })
@@ -274,15 +239,4 @@ func pendingOf[K comparable](e *executor.Executor[K], key K) int {
 		}
 	}
 	return 0
-}
-
-func waitFor(t testing.TB, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
-		time.Sleep(100 * time.Microsecond)
-	}
 }

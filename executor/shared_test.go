@@ -30,7 +30,7 @@ func inBubble(t *testing.T, f func(t *testing.T, e *executor.Executor[string]), 
 // TestSharedReadersTogether: ten readers that each hold across a wait are
 // all inside at once.
 func TestSharedReadersTogether(t *testing.T) {
-	e := mustNew[string](t, executor.WithWorkers(16))
+	e := newExec[string](t, executor.WithWorkers(16))
 	var inside atomic.Int32
 	all := make(chan struct{})
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func TestSharedReadersTogether(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	waitQuiet(t, e)
+	waitIdle(t, e)
 }
 
 // TestSharedWriterNotStarved: with ten overlapping 5 ms readers running

@@ -16,7 +16,7 @@ import (
 // with the number of distinct keys.
 func TestStripesOrderAndMemory(t *testing.T) {
 	const stripes = 8
-	e := mustNew[string](t, executor.WithStripes(stripes), executor.WithWorkers(4))
+	e := newExec[string](t, executor.WithStripes(stripes), executor.WithWorkers(4))
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	var inside sync.Map // key -> *atomic.Int32
@@ -48,7 +48,7 @@ func TestStripesOrderAndMemory(t *testing.T) {
 	if got := e.ActiveKeys(); got > stripes {
 		t.Errorf("ActiveKeys() = %d; want at most %d stripes", got, stripes)
 	}
-	waitQuiet(t, e)
+	waitIdle(t, e)
 
 	// 100,000 distinct keys come and go: the heap stays flat.
 	before := heapInUse()
@@ -58,13 +58,13 @@ func TestStripesOrderAndMemory(t *testing.T) {
 	if grew := int64(heapInUse()) - int64(before); grew > 1<<20 {
 		t.Errorf("heap grew %d bytes over 100,000 keys in striped mode; want < 1 MiB", grew)
 	}
-	checkStats(t, e)
+	checkBalanced(t, e)
 }
 
 // TestStripesShareKeys: keys on one stripe are one key for re-entry and for
 // DoMany's duplicate removal, so holding two of them never deadlocks.
 func TestStripesShareKeys(t *testing.T) {
-	e := mustNew[int](t, executor.WithStripes(1), executor.WithWorkers(1))
+	e := newExec[int](t, executor.WithStripes(1), executor.WithWorkers(1))
 	ctx := context.Background()
 	ran := false
 	if err := e.DoMany(ctx, []int{1, 2, 3}, func(context.Context) error { ran = true; return nil }); err != nil || !ran {
@@ -86,7 +86,7 @@ func TestStripesShareKeys(t *testing.T) {
 	}
 	close(hot)
 	task.Wait(ctx)
-	waitQuiet(t, e)
+	waitIdle(t, e)
 }
 
 func heapInUse() uint64 {

@@ -116,7 +116,7 @@ func (t *Task) Release() { t.release() }
 // start moves a granted task to Running; false means it was canceled.
 func (t *Task) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 
-// MarkRunning moves a task that was granted holds inline to Running.
+// markRunning moves a task that was granted holds inline to Running.
 func (t *Task) markRunning() { t.state.Store(Running) }
 
 func (t *Task) finish() { t.state.Store(Done) }
