@@ -10,7 +10,8 @@
 // batches followed by Wait, DoMany on 2–3 keys and DoShared. Their contexts
 // time out, are canceled before the call, while it is queued or while fn
 // runs. Their tasks return at once, return an error, panic, or sleep 0–2 ms
-// (cut short if their ctx ends). Every executor generation gets its own
+// (cut short if their ctx ends). A producer refused with ErrBusy pauses for
+// up to 0.5 ms before its next step, as a client backing off would. Every executor generation gets its own
 // policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
 // WithMaxPending), throughput and, for one in four, striped mode. Every
 // RestartEvery the generation is closed under load, either with a deadline

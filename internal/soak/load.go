@@ -34,6 +34,9 @@ var opNames = [numOps]string{
 
 func (o op) String() string { return opNames[o] }
 
+// backoffMax bounds a producer's pause after ErrBusy.
+const backoffMax = 500 * time.Microsecond
+
 // opWeights is the mix of steps, in percent.
 var opWeights = [numOps]int{
 	opDo:       25,
@@ -47,11 +50,12 @@ var opWeights = [numOps]int{
 // producer is one goroutine of load. Its random source and its queue-wait
 // histogram are its own; the histogram is written by the fns it submitted.
 type producer struct {
-	h    *harness
-	id   int
-	r    *rand.Rand
-	zipf *rand.Zipf
-	wait histogram
+	h       *harness
+	id      int
+	r       *rand.Rand
+	zipf    *rand.Zipf
+	wait    histogram
+	refused bool // the current step met ErrBusy; only the producer's goroutine uses it
 }
 
 func newProducer(h *harness, id int) *producer {
@@ -59,7 +63,8 @@ func newProducer(h *harness, id int) *producer {
 	return &producer{h: h, id: id, r: r, zipf: rand.NewZipf(r, 1.1, 1, uint64(h.cfg.Keys-1))}
 }
 
-// loop runs steps until the run stops. A step that met ErrClosed waits for
+// loop runs steps until the run stops. A step that met ErrBusy backs off
+// for up to backoffMax, as a client should; one that met ErrClosed waits for
 // the next generation instead of spinning on the closing one.
 func (p *producer) loop() {
 	for !p.h.stop.Load() {
@@ -67,7 +72,12 @@ func (p *producer) loop() {
 		if g == nil {
 			return
 		}
-		if p.step(g) {
+		closed := p.step(g)
+		if p.refused {
+			p.refused = false
+			time.Sleep(time.Duration(p.r.Int64N(int64(backoffMax))))
+		}
+		if closed {
 			select {
 			case <-g.replaced:
 			case <-p.h.over:

@@ -180,7 +180,7 @@ func newSpec(n int, policies []string, r *rand.Rand) genSpec {
 		policy:     policies[n%len(policies)],
 		delay:      time.Duration(1+r.IntN(5)) * time.Millisecond,
 		perKey:     [...]int{0, 4, 16, 64}[r.IntN(4)],
-		pending:    [...]int{0, 128, 1024}[r.IntN(3)],
+		pending:    [...]int{0, 32, 128}[r.IntN(3)],
 		throughput: [...]int{1, 4, 32}[r.IntN(3)],
 		forced:     r.IntN(2) == 0,
 		closeAfter: time.Duration(r.Int64N(int64(time.Millisecond))),

@@ -180,6 +180,7 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 	switch {
 	case errors.Is(err, backpressure.ErrBusy):
 		t.g.busy.Add(1)
+		t.p.refused = true
 		var be *backpressure.BusyError
 		if errors.As(err, &be) {
 			h.rejected[be.Scope].Add(1)
