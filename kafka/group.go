@@ -173,7 +173,7 @@ func (c *Consumer) commit(ctx context.Context, parts []*partition) error {
 	for _, p := range parts {
 		p.mu.Lock()
 		if !p.dropped && p.committed >= 0 {
-			wm, meta := p.track.watermark(), p.track.meta()
+			wm, meta := p.track.watermark(), p.track.meta(p.skip.ranges)
 			if wm > p.committed || wm == p.committed && meta != p.meta {
 				if offsets[p.tp.Topic] == nil {
 					offsets[p.tp.Topic] = make(map[int32]kgo.EpochOffset)

@@ -98,16 +98,21 @@ const (
 
 // meta encodes the done ranges above the watermark, dropping the ranges
 // that do not fit in maxMeta (their records are handled again after a
-// restart, nothing is lost). It returns "" if there is nothing to encode.
-func (t *tracker) meta() string {
+// restart, nothing is lost). carry is the offset map this assignment
+// inherited: its ranges beyond the records fetched so far are done too and
+// are carried into the new map, or a member that hands the partition on
+// before fetching that far would make its next owner redo them. It returns
+// "" if there is nothing to encode.
+func (t *tracker) meta(carry [][2]int64) string {
 	live := t.q[t.head:]
-	if len(live) == 0 {
+	wm := t.watermark()
+	if wm < 0 {
 		return ""
 	}
-	wm := live[0].offset
 	maxRaw := base64.RawStdEncoding.DecodedLen(maxMeta - len(metaPrefix))
 	buf := binary.AppendUvarint(nil, uint64(wm))
 	prev, ranges := wm, 0
+	full := false
 	for i := 0; i < len(live); {
 		if !live[i].done {
 			i++
@@ -122,11 +127,32 @@ func (t *tracker) meta() string {
 		buf = binary.AppendUvarint(buf, uint64(lo-prev))
 		buf = binary.AppendUvarint(buf, uint64(hi-lo))
 		if len(buf) > maxRaw {
-			buf = buf[:n]
+			buf, full = buf[:n], true
 			break
 		}
 		prev, ranges = hi, ranges+1
 		i = j + 1
+	}
+	for _, r := range carry {
+		if full {
+			break
+		}
+		floor := prev // ranges follow each other: start past the previous one
+		if ranges > 0 {
+			floor++
+		}
+		lo, hi := max(r[0], t.next, floor), r[1]
+		if hi < lo {
+			continue
+		}
+		n := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(lo-prev))
+		buf = binary.AppendUvarint(buf, uint64(hi-lo))
+		if len(buf) > maxRaw {
+			buf, full = buf[:n], true
+			break
+		}
+		prev, ranges = hi, ranges+1
 	}
 	if ranges == 0 {
 		return ""

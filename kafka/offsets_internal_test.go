@@ -59,7 +59,7 @@ func TestTrackerMetaRoundTrip(t *testing.T) {
 			}
 		}
 		wm := tr.watermark()
-		meta := tr.meta()
+		meta := tr.meta(nil)
 		d, ok := parseMeta(meta)
 		if meta == "" {
 			ok = true // nothing above the watermark was done
@@ -89,7 +89,7 @@ func TestTrackerMetaTruncated(t *testing.T) {
 	for o := int64(1); o < 20000; o += 2 {
 		tr.done(o) // every other record: one range per done record
 	}
-	meta := tr.meta()
+	meta := tr.meta(nil)
 	if len(meta) > maxMeta {
 		t.Fatalf("meta is %d bytes; want <= %d", len(meta), maxMeta)
 	}
@@ -119,7 +119,7 @@ func FuzzParseMeta(f *testing.F) {
 	}
 	tr.done(3)
 	tr.done(7)
-	f.Add(tr.meta())
+	f.Add(tr.meta(nil))
 	f.Add(metaPrefix + "AAAA")
 	f.Fuzz(func(t *testing.T, s string) {
 		d, ok := parseMeta(s)
@@ -134,4 +134,42 @@ func FuzzParseMeta(f *testing.F) {
 			prev = r[1]
 		}
 	})
+}
+
+// TestMetaCarriesInheritedMap: an assignment that inherited an offset map
+// and hands the partition on before fetching that far must pass the
+// inherited ranges on, or its successor redoes them (found by
+// TestMemberJoinsAndLeaves: a record done by the first owner, skipped by
+// the second, was handled again by the third).
+func TestMetaCarriesInheritedMap(t *testing.T) {
+	tr := newTracker()
+	for o := int64(100); o < 105; o++ {
+		tr.add(o, 0, false)
+		tr.done(o)
+	}
+	carry := [][2]int64{{103, 104}, {110, 112}, {120, 120}} // 103-104 fetched already
+	d, ok := parseMeta(tr.meta(carry))
+	if !ok || d.base != 105 {
+		t.Fatalf("parseMeta = %+v, %v; want base 105", d, ok)
+	}
+	for _, o := range []int64{110, 111, 112, 120} {
+		if !d.has(o) {
+			t.Errorf("carried offset %d missing from %v", o, d.ranges)
+		}
+	}
+	for _, o := range []int64{105, 109, 113, 119, 121} {
+		if d.has(o) {
+			t.Errorf("offset %d in %v; want only the carried ranges", o, d.ranges)
+		}
+	}
+	// With records in flight, live ranges come first, then the carry.
+	tr2 := newTracker()
+	for o := int64(0); o < 4; o++ {
+		tr2.add(o, 0, false)
+	}
+	tr2.done(2)
+	d2, _ := parseMeta(tr2.meta([][2]int64{{3, 9}}))
+	if d2.base != 0 || !d2.has(2) || d2.has(3) || !d2.has(4) || !d2.has(9) || d2.has(10) {
+		t.Errorf("meta with live and carried ranges: got %+v; want base 0, {2}, {4..9}", d2)
+	}
 }
