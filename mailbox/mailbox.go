@@ -9,15 +9,18 @@ import (
 // batchHold stands in m.writer while a drive loop runs a batch.
 var batchHold Task
 
-// Owner is told when a mailbox goes idle (nothing queued, held or driven) or
-// busy again. Both are called with the mailbox's lock held.
+// Owner is told, with the mailbox's lock held, when a mailbox is idle
+// (nothing queued, held, parked or driven) as its lock is released. It may
+// be told again while the mailbox stays idle.
 type Owner interface {
 	Retire(m *Mailbox)
 }
 
-// Mailbox is one key's FIFO queue and the holds granted on it. All fields
-// are guarded by mu, the lock of the router shard the mailbox lives in; every
-// method that says "locked" must be called with it held.
+// Mailbox is one key's FIFO queue and the holds granted on it. Its fields
+// are guarded by mu, the lock of the router shard the mailbox lives in,
+// except where a field says otherwise (the drive loop updates a few atomics
+// while it runs a batch unlocked); every method that says "locked" must be
+// called with mu held.
 type Mailbox struct {
 	mu      *sync.Mutex // the owner's lock; guards everything below
 	r       *Runner
