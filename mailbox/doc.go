@@ -9,12 +9,15 @@
 //
 // A Runner owns the execution slots (the WithWorkers bound) and a FIFO ready
 // queue of work waiting for a slot, and starts drive loops on a pond pool
-// with pool.Go. A drive loop runs up to its throughput of a mailbox's tasks
-// in a row, then yields its slot to the next ready mailbox.
+// with pool.Go. A drive loop takes up to its throughput of a mailbox's
+// queued tasks as one batch (one lock round trip), runs them in a row, and
+// then yields its slot to the next ready mailbox.
 //
 // A Mailbox has no lock of its own: it is guarded by the lock of the router
 // shard that maps its key, so that "this mailbox is idle" and "remove it from
-// the table" are decided under the lock every submitter takes. The package
-// never looks keys up, never decides admission and never calls user code
-// except through Work.Run.
+// the table" are decided under the lock every submitter takes. Submissions
+// parked by a blocking policy wait in the mailbox's waiting room and enter
+// the queue, in order, as room appears. The package never looks keys up,
+// never decides whether a new submission is admitted and never calls user
+// code except through Work.Run.
 package mailbox
