@@ -10,8 +10,10 @@ import (
 	"github.com/perkey/perkey/mailbox"
 )
 
-func check(ctx context.Context, fn func(context.Context) error) error {
+func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error) error {
 	switch {
+	case e == nil:
+		return ErrNilExecutor
 	case ctx == nil:
 		return ErrNilContext
 	case fn == nil:

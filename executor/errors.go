@@ -26,6 +26,9 @@ var (
 	ErrNilContext = errors.New("perkey: nil context")
 	// ErrNilTask means Wait was called on a nil *Task.
 	ErrNilTask = errors.New("perkey: nil task")
+	// ErrNilExecutor means a method was called on a nil *Executor (the
+	// zero value is not usable either: call New).
+	ErrNilExecutor = errors.New("perkey: nil executor")
 )
 
 // PanicError is returned when fn panics. The panic is recovered on the

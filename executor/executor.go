@@ -177,7 +177,7 @@ func (e *Executor[K]) DoShared(ctx context.Context, key K, fn func(context.Conte
 }
 
 func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
-	if err := check(ctx, fn); err != nil {
+	if err := e.check(ctx, fn); err != nil {
 		return err
 	}
 	outer := e.innermost(ctx)
@@ -280,7 +280,7 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // ErrReentrant if it waits on a key the task holds); detached work should
 // use a fresh ctx.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
-	if err := check(ctx, fn); err != nil {
+	if err := e.check(ctx, fn); err != nil {
 		return nil, err
 	}
 	j := e.newJob(ctx, fn)
@@ -302,7 +302,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // their type: K needs no ordering. A DoMany is one task for WithMaxPending
 // and one pending task on each of its keys. Everything else is as for Do.
 func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Context) error) error {
-	if err := check(ctx, fn); err != nil {
+	if err := e.check(ctx, fn); err != nil {
 		return err
 	}
 	if len(keys) == 0 {
@@ -422,7 +422,10 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 // concurrently; once it returns no goroutine of the executor is left.
 // Called from inside a task, it returns ErrReentrant and closes nothing.
 func (e *Executor[K]) Close(ctx context.Context) error {
-	if ctx == nil {
+	switch {
+	case e == nil:
+		return ErrNilExecutor
+	case ctx == nil:
 		return ErrNilContext
 	}
 	if e.innermost(ctx) != nil {
@@ -485,6 +488,9 @@ func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
 
 // Stats returns a snapshot of the executor's counters.
 func (e *Executor[K]) Stats() Stats {
+	if e == nil {
+		return Stats{}
+	}
 	// Load in the order the counters move (a task is submitted, then
 	// started or canceled, then completed), latest first, so that no derived
 	// gauge is ever negative.
@@ -506,14 +512,19 @@ func (e *Executor[K]) Stats() Stats {
 
 // ActiveKeys is the number of keys (in striped mode, stripes) with a live
 // mailbox: keys with tasks queued or running, plus any about to retire.
-func (e *Executor[K]) ActiveKeys() int { return e.router.Live() }
+func (e *Executor[K]) ActiveKeys() int {
+	if e == nil {
+		return 0
+	}
+	return e.router.Live()
+}
 
 // HotKeys returns up to n keys with the most pending tasks (queued +
 // running), busiest first; in striped mode each busy stripe is named by one
 // of its keys. It visits every live mailbox, one shard lock at a time:
 // O(active keys × log n). n <= 0 returns nil.
 func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
-	if n <= 0 {
+	if e == nil || n <= 0 {
 		return nil
 	}
 	top := make(loadHeap[K], 0, n)
@@ -555,6 +566,9 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 // MaxKeyPending is the pending count of the busiest key (or stripe) now.
 // It costs what HotKeys(1) costs.
 func (e *Executor[K]) MaxKeyPending() int {
+	if e == nil {
+		return 0
+	}
 	most := 0
 	e.router.Each(func(_ K, m *mailbox.Mailbox) { most = max(most, m.Pending()) })
 	return most
