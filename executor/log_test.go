@@ -32,6 +32,7 @@ func TestLogSampledUnderHotKey(t *testing.T) {
 	close(release)
 	task.Wait(bg)
 	rejected := logs.FilterMessage("task rejected").Len()
+	t.Logf("%d rejections logged %d lines", n, rejected)
 	if rejected == 0 || rejected > 500 {
 		t.Errorf("log lines for %d rejections: got %d; want between 1 and 500 (sampled)", n, rejected)
 	}
