@@ -341,7 +341,7 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 			t.work.Run()
 			m.pending.Add(-1)
 			m.served.Add(1)
-			t.finish()
+			t.Finish()
 			t.work.Settle()
 		}
 		e = next

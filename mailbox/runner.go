@@ -90,9 +90,6 @@ func (r *Runner) Dispatch(m *Mailbox) {
 	r.kick()
 }
 
-// Handoff passes a slot its caller owns to m's drive loop (m marked driven).
-func (r *Runner) Handoff(m *Mailbox) { r.spawn(m.run) }
-
 func (r *Runner) requeue(m *Mailbox) { r.push(item{m: m}) }
 
 func (r *Runner) push(it item) {
@@ -147,7 +144,7 @@ func (r *Runner) spawn(f func()) {
 	}
 }
 
-// loop runs on a slot: it drives it's first item, then takes the next ready
+// loop runs on a slot: it drives its first item, then takes the next ready
 // item, until the ready queue is empty and the slot is released.
 func (r *Runner) loop(it item) {
 	defer r.loops.Done()
@@ -172,8 +169,8 @@ func (r *Runner) runGranted(t *Task) {
 		return // canceled while waiting for a slot; its canceler settles it
 	}
 	t.work.Run()
-	t.release()
-	t.finish()
+	t.Release()
+	t.Finish()
 	t.work.Settle()
 }
 

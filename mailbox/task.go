@@ -94,12 +94,14 @@ func (t *Task) Cancel() bool {
 			break
 		}
 	}
-	t.release()
+	t.Release()
 	return true
 }
 
-// release takes t out of every mailbox it is queued in or holds.
-func (t *Task) release() {
+// Release takes t out of every mailbox it is queued in or holds: it gives
+// back the holds of a task that ran inline (see Mailbox.Hold) or withdraws
+// one that never ran. Call it before Settle.
+func (t *Task) Release() {
 	if t.many == nil {
 		t.one.release()
 		return
@@ -109,20 +111,14 @@ func (t *Task) release() {
 	}
 }
 
-// Release gives back every hold of a task that ran inline (see Mailbox.Hold)
-// or withdraws an entry that never ran; call it before Settle.
-func (t *Task) Release() { t.release() }
-
 // start moves a granted task to Running; false means it was canceled.
 func (t *Task) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 
 // markRunning moves a task that was granted holds inline to Running.
 func (t *Task) markRunning() { t.state.Store(Running) }
 
-func (t *Task) finish() { t.state.Store(Done) }
-
-// Finish marks an inline task Done; call after Release, before Settle.
-func (t *Task) Finish() { t.finish() }
+// Finish marks a task that ran Done; call after Release, before Settle.
+func (t *Task) Finish() { t.state.Store(Done) }
 
 // release takes e out of its mailbox, whether queued or holding.
 func (e *Entry) release() {
