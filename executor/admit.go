@@ -23,11 +23,35 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	return ctx.Err()
 }
 
-func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error) *job[K] {
-	j := &job[K]{e: e, fn: fn}
-	j.ctx.parent = ctx
-	j.ctx.mark = j
+// newJob takes a job from the pool for a call of fn with ctx on key (or on
+// the keys in multi) and gives it a fresh task context.
+func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
+	j := e.jobs.Get().(*job[K])
+	j.fn = fn
+	c.parent, c.e = ctx, e
+	j.ctx = c
 	return j
+}
+
+// recycle puts a settled synchronous job back in the pool, unless
+// something may still refer to it (see job): only a job that ran, and not
+// while Close may be giving up.
+func (e *Executor[K]) recycle(j *job[K]) {
+	if j.mt.State() != mailbox.Done || e.closed.Load() {
+		return
+	}
+	e.reuse(j)
+}
+
+// reuse clears a synchronous job nothing refers to and puts it back in the
+// pool. (An asynchronous job was not taken from it.)
+func (e *Executor[K]) reuse(j *job[K]) {
+	if j.task != nil {
+		return
+	}
+	done := j.done
+	*j = job[K]{e: e, done: done}
+	e.jobs.Put(j)
 }
 
 // reserve counts a submission against the executor-wide cap and against
@@ -129,14 +153,15 @@ func (e *Executor[K]) handGlobal() {
 // waiting room and was never accepted.
 func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox) error {
 	select {
-	case <-j.room:
+	case <-j.done:
 		e.accepted()
 		return nil
 	case <-ctx.Done():
 	case <-e.closing:
 	}
 	if !m.Unpark(j.mt.Entry()) {
-		e.accepted() // admitted meanwhile; the caller's wait sees ctx
+		<-j.done     // admitted meanwhile (Admit has sent)
+		e.accepted() // the caller's wait sees ctx
 		return nil
 	}
 	e.unreserve()
@@ -216,7 +241,7 @@ func (e *Executor[K]) reject(err error) error {
 // enqueue (see stamp).
 func (e *Executor[K]) accept(j *job[K]) {
 	e.submitted.Add(1)
-	if j.multi == nil {
+	if j.ctx.multi == nil {
 		e.stamp(j)
 	}
 }
@@ -245,7 +270,7 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 		e.obs.TaskCanceled()
 	}
 	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
-		ce.Write(j.keyField(), zap.Error(err))
+		ce.Write(j.ctx.keyField(), zap.Error(err))
 	}
 }
 
@@ -261,28 +286,26 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 
 // watch gives an async task's place back as soon as its ctx ends.
 func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
-	if ctx.Done() == nil {
-		return
-	}
 	j.stop = context.AfterFunc(ctx, func() { e.cancel(j, ctx.Err()) })
 	if !j.af.CompareAndSwap(0, 1) {
 		j.stop() // the task already ended
 	}
 }
 
-// wait blocks until j ends; if ctx ends first and j has not started, j is
-// withdrawn at once.
-func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *job[K]) error {
+// wait blocks until the synchronous job j ends; if ctx ends first and j has
+// not started, j is withdrawn at once. It recycles j.
+func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K]) error {
 	lent := e.lend(outer)
-	done := j.Done()
 	select {
-	case <-done:
+	case <-j.done:
 	case <-ctx.Done():
 		e.cancel(j, ctx.Err())
-		<-done
+		<-j.done
 	}
 	e.unlend(outer, lent)
-	return j.err
+	err := j.err
+	e.recycle(j)
+	return err
 }
 
 // slot says where an inline run's execution slot came from.
@@ -296,7 +319,7 @@ const (
 
 // takeSlot finds a slot for an inline run: the calling task's own (it is
 // blocked in this call), else a free one.
-func (e *Executor[K]) takeSlot(outer *job[K]) slot {
+func (e *Executor[K]) takeSlot(outer *taskCtx[K]) slot {
 	if outer != nil && outer.lent.CompareAndSwap(0, 1) {
 		return outerSlot
 	}
@@ -306,7 +329,7 @@ func (e *Executor[K]) takeSlot(outer *job[K]) slot {
 	return noSlot
 }
 
-func (e *Executor[K]) giveSlot(outer *job[K], s slot) {
+func (e *Executor[K]) giveSlot(outer *taskCtx[K], s slot) {
 	switch s {
 	case outerSlot:
 		outer.lent.Store(0)
@@ -317,7 +340,7 @@ func (e *Executor[K]) giveSlot(outer *job[K], s slot) {
 
 // lend gives the calling task's slot to other work while a nested call
 // waits, so nesting never exhausts the pool. It reports whether it did.
-func (e *Executor[K]) lend(outer *job[K]) bool {
+func (e *Executor[K]) lend(outer *taskCtx[K]) bool {
 	if outer == nil || !outer.lent.CompareAndSwap(0, 1) {
 		return false
 	}
@@ -326,7 +349,7 @@ func (e *Executor[K]) lend(outer *job[K]) bool {
 }
 
 // unlend takes a slot back for the calling task after a nested wait.
-func (e *Executor[K]) unlend(outer *job[K], lent bool) {
+func (e *Executor[K]) unlend(outer *taskCtx[K], lent bool) {
 	if lent {
 		e.runner.Acquire()
 		outer.lent.Store(0)
@@ -334,14 +357,14 @@ func (e *Executor[K]) unlend(outer *job[K], lent bool) {
 }
 
 // innermost returns the innermost running task of e marked in ctx.
-func (e *Executor[K]) innermost(ctx context.Context) *job[K] {
+func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 	for {
 		m, _ := ctx.Value(markKey{}).(marker)
 		if m == nil {
 			return nil
 		}
-		if j, ok := m.(*job[K]); ok && j.e == e {
-			return j
+		if c, ok := m.(*taskCtx[K]); ok && c.e == e {
+			return c
 		}
 		ctx = m.callerCtx()
 	}
@@ -354,7 +377,7 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 		if m == nil {
 			return false
 		}
-		if j, ok := m.(*job[K]); ok && j.e == e && j.holds(key) {
+		if c, ok := m.(*taskCtx[K]); ok && c.e == e && c.holds(key) {
 			return true
 		}
 		ctx = m.callerCtx()

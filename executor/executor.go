@@ -31,6 +31,8 @@ type Executor[K comparable] struct {
 	pool     pond.Pool
 	ownPool  bool
 
+	jobs sync.Pool // of *job[K]; see job
+
 	// multiMu makes every multi-key enqueue one atomic step relative to the
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
@@ -131,6 +133,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		e.pool = pond.NewPool(0)
 		e.ownPool = true
 	}
+	e.jobs.New = func() any { return &job[K]{e: e, done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
@@ -187,15 +190,17 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 		}
 		return ErrReentrant
 	}
-	j := e.newJob(ctx, fn)
-	j.key = key
+	c := &taskCtx[K]{key: key}
+	j := e.newJob(ctx, fn, c)
 	j.mt.Init(j, shared)
 	ran, err := e.enter(ctx, j, outer, true)
 	switch {
 	case err != nil:
 		return err
 	case ran:
-		return j.err
+		err := j.err
+		e.recycle(j)
+		return err
 	}
 	return e.wait(ctx, j, outer)
 }
@@ -210,19 +215,24 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 // if it is a nested call, else a free one), it holds the mailbox like a
 // drive loop would (so later submissions queue behind it in FIFO order), and
 // it goes through Run and Settle for ctx, panics and Stats.
-func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *job[K], inline bool) (ran bool, err error) {
+func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (ran bool, err error) {
 	if err := e.reserve(ctx); err != nil {
+		e.reuse(j)
 		return false, err
 	}
-	m := e.router.Acquire(j.key)
-	v, err := e.admit(m, j.key)
+	key := j.ctx.key
+	m := e.router.Acquire(key)
+	v, err := e.admit(m, key)
 	switch v {
 	case backpressure.Reject:
 		m.Unlock()
 		e.unreserve()
+		e.reuse(j)
 		return false, e.reject(err)
 	case backpressure.Wait:
-		j.room = make(chan struct{})
+		if j.done == nil {
+			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
+		}
 		m.Park(j.mt.Entry())
 		m.Unlock()
 		return false, e.park(ctx, j, m)
@@ -237,7 +247,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *job[K], inlin
 			j.mt.Release()
 			j.mt.Finish()
 			e.giveSlot(outer, slot)
-			j.Settle()
+			e.unreserve() // settled: the caller reads j.err and recycles j
 			return true, nil
 		}
 	}
@@ -283,14 +293,19 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if err := e.check(ctx, fn); err != nil {
 		return nil, err
 	}
-	j := e.newJob(ctx, fn)
-	j.key = key
+	a := &asyncJob[K]{}
+	j := &a.job
+	j.e, j.fn, j.ctx, j.task = e, fn, &a.ctx, &a.task
+	a.ctx.parent, a.ctx.e, a.ctx.key = ctx, e, key
+	a.task.call = a
 	j.mt.Init(j, false)
 	if _, err := e.enter(ctx, j, nil, false); err != nil {
 		return nil, err
 	}
-	e.watch(ctx, j)
-	return &j.Task, nil
+	if ctx.Done() != nil {
+		e.watch(ctx, j)
+	}
+	return &a.task, nil
 }
 
 // DoMany runs fn holding every key in keys: no other task of any of those
@@ -327,10 +342,10 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	if len(keys) == 1 {
 		return e.doOne(ctx, keys[0], fn, false)
 	}
-	j := e.newJob(ctx, fn)
-	j.multi = &keys
+	j := e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
 	entries := j.mt.InitMany(j, len(keys))
 	if err := e.reserve(ctx); err != nil {
+		e.reuse(j)
 		return err
 	}
 	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
@@ -346,7 +361,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		}
 		if err != nil {
 			e.unreserve()
-			return e.reject(err)
+			return e.reject(err) // j was withdrawn: the GC takes it
 		}
 	}
 	e.accepted()
@@ -373,7 +388,7 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpress
 	e.multiMu.Lock()
 	var err error
 	v := backpressure.Admit
-	for i, k := range *j.multi {
+	for i, k := range *j.ctx.multi {
 		m := e.router.Acquire(k)
 		if v, err = e.admit(m, k); v != backpressure.Admit {
 			m.Unlock()
@@ -551,14 +566,14 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if t == nil {
 		return k
 	}
-	j := t.Work().(*job[K])
-	for _, jk := range j.keys() {
+	c := t.Work().(*job[K]).ctx
+	for _, jk := range c.keys() {
 		if e.router.Index(jk) == m.Slot {
 			return jk
 		}
 	}
-	if j.multi == nil {
-		return j.key
+	if c.multi == nil {
+		return c.key
 	}
 	return k
 }

@@ -11,46 +11,56 @@ import (
 	"github.com/perkey/perkey/mailbox"
 )
 
-// job is one submission: the public Task, the caller's fn and ctx, and the
-// key or keys it holds.
+// job is what the mailboxes schedule for one submission: fn, the context it
+// runs with, and how its end is reported.
+//
+// The jobs of synchronous calls (Do, DoShared, DoMany) are recycled (see
+// Executor.recycle), so such a call allocates only its taskCtx, which fn may
+// keep. A job goes back to the pool only once nothing can refer to it any
+// more: it ran (a canceled job may still be linked in a drive loop's batch,
+// so it is left to the GC), its caller has seen it end, and the executor is
+// not closing (a giving-up Close cancels jobs it listed earlier). An
+// asynchronous job is allocated with its context and its Task in one object
+// (asyncJob) and left to the GC: its Task is the caller's to keep.
 type job[K comparable] struct {
-	Task
-	e     *Executor[K]
-	fn    func(context.Context) error
-	key   K    // single-key jobs
-	multi *[]K // multi-key jobs: the keys, deduplicated
-	ctx   taskCtx
-	enq   int64 // monotime when accepted; only measured when someone reads it
+	mt  mailbox.Task
+	e   *Executor[K]
+	fn  func(context.Context) error
+	ctx *taskCtx[K] // what fn receives; per call, never recycled
+	err error       // written before the job settles, read after
+	enq int64       // monotime when accepted; only measured when someone reads it
 
-	// lent counts nested calls that borrowed this running job's slot; only
-	// the one that moves it from 0 to 1 owns the slot.
-	lent atomic.Int32
+	// done receives one value when a parked job is admitted to its queue
+	// (see park) and one when a synchronous job settles. It has capacity 1
+	// and every value is received before the next is sent, so a pooled
+	// job keeps its channel.
+	done chan struct{}
 
-	// af guards the AfterFunc registration of an async job: 0 none,
-	// 1 registered (stop is set), 2 ended.
+	// An asynchronous job's handle, and the AfterFunc that watches its ctx
+	// (af: 0 none yet, 1 registered and stop is set, 2 ended).
+	task *Task
 	af   atomic.Int32
 	stop func() bool
+}
 
-	room chan struct{} // closed when a parked submission is admitted
+// asyncJob is what Submit allocates: the job, its context and its handle.
+type asyncJob[K comparable] struct {
+	job  job[K]
+	ctx  taskCtx[K]
+	task Task
+}
+
+func (a *asyncJob[K]) result() error { return a.job.err }
+
+func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
+	return a.ctx.beforeWait(ctx)
 }
 
 // Admit is called, with the mailbox locked, when a parked job gets room
 // (mailbox.Work).
 func (j *job[K]) Admit() {
 	j.e.accept(j)
-	close(j.room)
-}
-
-func (j *job[K]) callerCtx() context.Context { return j.ctx.parent }
-
-func (j *job[K]) forceCtx() context.Context { return j.e.force }
-
-// keys returns a multi-key job's keys, or nil.
-func (j *job[K]) keys() []K {
-	if j.multi == nil {
-		return nil
-	}
-	return *j.multi
+	j.done <- struct{}{}
 }
 
 // epoch anchors monotime: durations between two monotimes are monotonic.
@@ -62,24 +72,12 @@ func monotime() int64 { return int64(time.Since(epoch)) }
 // since is the time elapsed since monotime t.
 func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 
-// holds reports whether the job holds key (by stripe, in striped mode).
-func (j *job[K]) holds(key K) bool {
-	if j.multi == nil {
-		return j.e.router.Same(j.key, key)
-	}
-	for _, k := range *j.multi {
-		if j.e.router.Same(k, key) {
-			return true
-		}
-	}
-	return false
-}
-
 // Run executes fn (mailbox.Work). A task whose caller's ctx ended, or that
 // a giving-up Close abandoned, is not run and is accounted as canceled.
 func (j *job[K]) Run() {
 	e := j.e
-	err := j.ctx.parent.Err()
+	c := j.ctx
+	err := c.parent.Err()
 	if err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
@@ -93,9 +91,9 @@ func (j *job[K]) Run() {
 		start = time.Now() // one clock read for both the wait and the run
 		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.enq))
 	}
-	j.ctx.start()
+	c.start()
 	err, panicked := j.call()
-	j.ctx.end()
+	c.end()
 	j.err = err
 	e.completed.Add(1)
 	outcome := OK
@@ -118,46 +116,26 @@ func (j *job[K]) call() (err error, panicked bool) {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
 			err, panicked = pe, true
 			j.e.log.Error("task panicked",
-				j.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
 		}
 	}()
-	return j.fn(&j.ctx), false
+	return j.fn(j.ctx), false
 }
 
-func (j *job[K]) keyField() zap.Field {
-	if j.multi != nil {
-		return zap.Any("keys", *j.multi)
-	}
-	return zap.Any("key", j.key)
-}
-
-// Settle ends the task once no mailbox refers to it (mailbox.Work).
+// Settle ends the task once no mailbox refers to it (mailbox.Work): it
+// gives back the reservation and tells whoever waits. A synchronous job is
+// not touched after that, since its woken caller recycles it at once.
 func (j *job[K]) Settle() {
+	j.e.unreserve()
+	t := j.task
+	if t == nil {
+		j.done <- struct{}{}
+		return
+	}
 	if j.af.Swap(2) == 1 {
 		j.stop()
 	}
-	err := j.err
-	j.e.unreserve()
-	j.end(err)
-}
-
-// beforeWait implements waitHook for Task.Wait.
-func (j *job[K]) beforeWait(ctx context.Context) (func(), error) {
-	e := j.e
-	outer := e.innermost(ctx)
-	if outer == nil {
-		return func() {}, nil
-	}
-	if j.multi == nil && e.held(ctx, j.key) {
-		return nil, ErrReentrant
-	}
-	for _, k := range j.keys() {
-		if e.held(ctx, k) {
-			return nil, ErrReentrant
-		}
-	}
-	lent := e.lend(outer)
-	return func() { e.unlend(outer, lent) }, nil
+	t.end()
 }
 
 var _ mailbox.Work = (*job[int])(nil)

@@ -6,19 +6,21 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/perkey/perkey/mailbox"
+	"go.uber.org/zap"
 )
 
 // Task is an accepted asynchronous submission (see Submit).
 type Task struct {
-	mt  mailbox.Task
-	mu  sync.Mutex    // guards ch
-	ch  chan struct{} // closed when the task ends; made on demand; closedCh once ended
-	err error         // written before the task ends, read after
+	mu   sync.Mutex    // guards ch
+	ch   chan struct{} // closed when the task ends; made on demand; closedCh once ended
+	call taskCall      // the submission: its result and re-entry checks
 }
 
-// waitHook lets Wait check re-entry and lend the waiter's slot.
-type waitHook interface {
+// taskCall is the submission behind a Task.
+type taskCall interface {
+	// result is fn's error, or why the task never ran; read once it ended.
+	result() error
+	// beforeWait checks re-entry and lends the waiter's slot for Wait.
 	beforeWait(ctx context.Context) (after func(), err error)
 }
 
@@ -56,24 +58,23 @@ func (t *Task) Wait(ctx context.Context) error {
 	ended := t.ch == closedCh
 	t.mu.Unlock()
 	if ended {
-		return t.err
+		return t.call.result()
 	}
-	after, err := t.mt.Work().(waitHook).beforeWait(ctx)
+	after, err := t.call.beforeWait(ctx)
 	if err != nil {
 		return err
 	}
 	defer after()
 	select {
 	case <-t.Done():
-		return t.err
+		return t.call.result()
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 }
 
-// end records err and wakes every waiter.
-func (t *Task) end(err error) {
-	t.err = err
+// end wakes every waiter; the result is written by then.
+func (t *Task) end() {
 	t.mu.Lock()
 	ch := t.ch
 	t.ch = closedCh
@@ -83,28 +84,35 @@ func (t *Task) end(err error) {
 	}
 }
 
-// markKey is the context key under which a task's ctx finds its job.
+// markKey is the context key under which a task's ctx finds itself.
 type markKey struct{}
 
 // marker is what a task context stores under markKey.
 type marker interface {
 	callerCtx() context.Context
-	forceCtx() context.Context // canceled when Close gives up
 }
 
-// taskCtx is the context fn receives. It carries the caller's values and
-// deadline, is canceled with the caller's ctx, when a giving-up Close
-// cancels running tasks, and when fn returns, and it marks the task so that
-// nested calls can see which keys they already hold.
+// taskCtx is the context fn receives, one per call. It carries the caller's
+// values and deadline, is canceled with the caller's ctx, when a giving-up
+// Close cancels running tasks, and when fn returns; and, while fn runs, it
+// marks the keys the task holds, so that nested calls can see them, and
+// counts the nested calls that borrowed the task's execution slot.
 //
-// It is embedded in the job and costs no allocation unless fn asks for
-// Done: only then is a cancelable child of the caller's ctx made.
-type taskCtx struct {
+// It is the only allocation of a synchronous call: fn may keep its ctx
+// (hand it to a goroutine, say), so it is never recycled, and it holds
+// nothing that is. It costs no further allocation unless fn asks for Done:
+// only then is a cancelable child of the caller's ctx made.
+type taskCtx[K comparable] struct {
 	parent context.Context
-	mark   marker      // the job
-	live   atomic.Bool // fn is running
-	mu     sync.Mutex  // guards inner's creation and teardown
-	inner  atomic.Pointer[innerCtx]
+	e      *Executor[K]
+	key    K    // single-key tasks
+	multi  *[]K // multi-key tasks: the keys, deduplicated
+
+	// lent counts nested calls that borrowed this running task's slot;
+	// only the one that moves it from 0 to 1 owns the slot.
+	lent  atomic.Int32
+	live  atomic.Bool // fn is running
+	inner atomic.Pointer[innerCtx]
 }
 
 type innerCtx struct {
@@ -113,20 +121,21 @@ type innerCtx struct {
 	stop   func() bool
 }
 
-func (c *taskCtx) Deadline() (deadline time.Time, ok bool) { return c.parent.Deadline() }
+func (c *taskCtx[K]) callerCtx() context.Context { return c.parent }
 
-func (c *taskCtx) Done() <-chan struct{} {
-	if in := c.inner.Load(); in != nil {
-		return in.ctx.Done()
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
+func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.parent.Deadline() }
+
+func (c *taskCtx[K]) Done() <-chan struct{} {
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Done()
 	}
 	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.mark.forceCtx(), cancel)}
-	c.inner.Store(in)
+	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.e.force, cancel)}
+	if !c.inner.CompareAndSwap(nil, in) {
+		in.stop()
+		cancel()
+		return c.inner.Load().ctx.Done()
+	}
 	if !c.live.Load() {
 		// The task ended (or end raced with us: end stores live, then
 		// loads inner; we store inner, then load live; one of us sees the
@@ -137,23 +146,23 @@ func (c *taskCtx) Done() <-chan struct{} {
 	return ctx.Done()
 }
 
-func (c *taskCtx) Err() error {
+func (c *taskCtx[K]) Err() error {
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Err()
 	}
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if !c.live.Load() || c.mark.forceCtx().Err() != nil {
+	if !c.live.Load() || c.e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
 }
 
-func (c *taskCtx) Value(key any) any {
+func (c *taskCtx[K]) Value(key any) any {
 	if key == (markKey{}) {
 		if c.live.Load() {
-			return c.mark
+			return c
 		}
 		return c.parent.Value(key)
 	}
@@ -163,18 +172,63 @@ func (c *taskCtx) Value(key any) any {
 	return c.parent.Value(key)
 }
 
-func (c *taskCtx) String() string { return "perkey.taskCtx" }
+func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // start arms the context for fn's run.
-func (c *taskCtx) start() { c.live.Store(true) }
+func (c *taskCtx[K]) start() { c.live.Store(true) }
 
 // end cancels the context once fn has returned.
-func (c *taskCtx) end() {
+func (c *taskCtx[K]) end() {
 	c.live.Store(false)
 	if in := c.inner.Load(); in != nil {
-		if in.stop != nil {
-			in.stop()
-		}
+		in.stop()
 		in.cancel()
 	}
+}
+
+// keys returns a multi-key task's keys, or nil.
+func (c *taskCtx[K]) keys() []K {
+	if c.multi == nil {
+		return nil
+	}
+	return *c.multi
+}
+
+// holds reports whether the task holds key (by stripe, in striped mode).
+func (c *taskCtx[K]) holds(key K) bool {
+	if c.multi == nil {
+		return c.e.router.Same(c.key, key)
+	}
+	for _, k := range *c.multi {
+		if c.e.router.Same(k, key) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *taskCtx[K]) keyField() zap.Field {
+	if c.multi != nil {
+		return zap.Any("keys", *c.multi)
+	}
+	return zap.Any("key", c.key)
+}
+
+// beforeWait implements taskCall's for the task's Task.
+func (c *taskCtx[K]) beforeWait(ctx context.Context) (func(), error) {
+	e := c.e
+	outer := e.innermost(ctx)
+	if outer == nil {
+		return func() {}, nil
+	}
+	if c.multi == nil && e.held(ctx, c.key) {
+		return nil, ErrReentrant
+	}
+	for _, k := range c.keys() {
+		if e.held(ctx, k) {
+			return nil, ErrReentrant
+		}
+	}
+	lent := e.lend(outer)
+	return func() { e.unlend(outer, lent) }, nil
 }

@@ -34,7 +34,7 @@ type Task struct {
 	need   atomic.Int32 // mailboxes that have not granted the task yet
 	shared bool
 	one    Entry
-	many   []Entry // for multi-key tasks; nil otherwise
+	many   *[]Entry // for multi-key tasks; nil otherwise
 	work   Work
 }
 
@@ -65,11 +65,12 @@ func (t *Task) InitMany(w Work, n int) []Entry {
 	t.need.Store(int32(n))
 	t.shared = false
 	t.work = w
-	t.many = make([]Entry, n)
-	for i := range t.many {
-		t.many[i].t = t
+	many := make([]Entry, n)
+	for i := range many {
+		many[i].t = t
 	}
-	return t.many
+	t.many = &many
+	return many
 }
 
 // Entry returns the entry of a single-key task.
@@ -106,8 +107,8 @@ func (t *Task) Release() {
 		t.one.release()
 		return
 	}
-	for i := range t.many {
-		t.many[i].release()
+	for i := range *t.many {
+		(*t.many)[i].release()
 	}
 }
 

@@ -1,0 +1,142 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// The executor recycles the internals of synchronous calls. These tests pin
+// down what must survive that: the ctx fn received keeps its meaning after
+// the call, whatever calls come after it, and every path that ends a call
+// without running it (rejection, a parked call giving up, cancellation)
+// leaves the next calls unharmed.
+
+type valKey struct{}
+
+// TestRetainedContext keeps the ctx of a finished Do and checks it after
+// many later calls: its values are its own caller's, it is canceled, and it
+// no longer marks the key as held.
+func TestRetainedContext(t *testing.T) {
+	for _, workers := range []int{1, 4} {
+		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(workers))
+			const n = 200
+			kept := make([]context.Context, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() {
+					parent := context.WithValue(context.Background(), valKey{}, i)
+					err := e.Do(parent, fmt.Sprint("k", i%7), func(ctx context.Context) error {
+						kept[i] = ctx
+						return nil
+					})
+					if err != nil {
+						t.Errorf("Do %d: %v", i, err)
+					}
+				})
+			}
+			wg.Wait()
+			for i, ctx := range kept {
+				if got := ctx.Value(valKey{}); got != i {
+					t.Fatalf("kept ctx %d: Value = %v; want %d (another call's context)", i, got, i)
+				}
+				if !errors.Is(ctx.Err(), context.Canceled) {
+					t.Fatalf("kept ctx %d: Err = %v; want context.Canceled", i, ctx.Err())
+				}
+				recv(t, "a kept ctx's Done", ctx.Done())
+				// Not nested any more: a call with it on its old key runs.
+				ran := false
+				err := e.Do(ctx, fmt.Sprint("k", i%7), func(context.Context) error { ran = true; return nil })
+				if !ran || err != nil {
+					// The kept ctx is canceled, so the call is refused
+					// with its error; what matters is that it is not
+					// ErrReentrant.
+					if errors.Is(err, executor.ErrReentrant) {
+						t.Fatalf("Do with kept ctx %d: ErrReentrant; want the key free", i)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestContextUsedAfterReturn hands fn's ctx to a goroutine that reads it
+// while later calls run (the race detector watches), and then checks it.
+func TestContextUsedAfterReturn(t *testing.T) {
+	e := newExec[int](t, executor.WithWorkers(2))
+	var wg sync.WaitGroup
+	for i := range 100 {
+		parent := context.WithValue(context.Background(), valKey{}, i)
+		if err := e.Do(parent, i%3, func(ctx context.Context) error {
+			wg.Go(func() {
+				<-ctx.Done()
+				if got := ctx.Value(valKey{}); got != i {
+					t.Errorf("ctx %d used after its call: Value = %v", i, got)
+				}
+				if !errors.Is(ctx.Err(), context.Canceled) {
+					t.Errorf("ctx %d used after its call: Err = %v", i, ctx.Err())
+				}
+			})
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+}
+
+// TestCallsAfterRefusals ends calls in every way that does not run them and
+// checks that the calls after them still run and return.
+func TestCallsAfterRefusals(t *testing.T) {
+	cases := []struct {
+		name   string
+		policy backpressure.Policy
+	}{
+		{"failfast", backpressure.FailFast()},
+		{"block", backpressure.Block()},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newExec[string](t, executor.WithMaxQueuePerKey(2), executor.WithPolicy(tc.policy),
+				executor.WithWorkers(2))
+			g, _ := block(t, e, "hot")
+			if _, err := e.Submit(context.Background(), "hot", func(context.Context) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				// Under Block the calls park, then give up when ctx ends.
+				ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+				if _, err := e.Submit(ctx, "hot", func(context.Context) error { return nil }); err == nil {
+					t.Fatal("Submit on a full key: got nil error")
+				}
+				if err := e.Do(ctx, "hot", func(context.Context) error { return nil }); err == nil {
+					t.Fatal("Do on a full key: got nil error")
+				}
+				cancel()
+			}
+			// Calls on other keys, two callers per key (within the cap,
+			// so some run inline and some queue), all run and return.
+			var wg sync.WaitGroup
+			for i := range 10 {
+				wg.Go(func() {
+					for range 40 {
+						err := e.Do(context.Background(), fmt.Sprint("k", i/2), func(context.Context) error { return nil })
+						if err != nil {
+							t.Errorf("Do after refusals: %v", err)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			g.open()
+			waitIdle(t, e)
+		})
+	}
+}
