@@ -34,23 +34,25 @@ func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error
 }
 
 // recycle puts a settled synchronous job back in the pool, unless
-// something may still refer to it (see job): only a job that ran, and not
-// while Close may be giving up.
+// something may still refer to it (see job): only a job that ran, not while
+// Close may be giving up, and not in striped mode, where HotKeys names a
+// stripe after the next task of a running batch (Executor.nameOf).
 func (e *Executor[K]) recycle(j *job[K]) {
-	if j.mt.State() != mailbox.Done || e.closed.Load() {
+	if j.mt.State() != mailbox.Done || e.closed.Load() || e.router.Striped() {
 		return
 	}
 	e.reuse(j)
 }
 
-// reuse clears a synchronous job nothing refers to and puts it back in the
-// pool. (An asynchronous job was not taken from it.)
+// reuse puts a synchronous job nothing refers to back in the pool. (An
+// asynchronous job was not taken from it.) It drops what the caller gave;
+// everything else is set again before it is read (see newJob, Task.Init and
+// Run, which always writes err).
 func (e *Executor[K]) reuse(j *job[K]) {
 	if j.task != nil {
 		return
 	}
-	done := j.done
-	*j = job[K]{e: e, done: done}
+	j.fn, j.ctx, j.err = nil, nil, nil
 	e.jobs.Put(j)
 }
 
@@ -199,8 +201,8 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 		Limit:   limit,
 	}
 	if e.needsAge {
-		if h := m.Oldest(); h != nil {
-			load.OldestWait = since(h.Work().(*job[K]).enq)
+		if at, ok := m.OldestStamp(); ok {
+			load.OldestWait = since(at)
 		}
 	}
 	v := e.cfg.policy.Decide(load)
@@ -250,7 +252,7 @@ func (e *Executor[K]) accept(j *job[K]) {
 // happen before j is linked into any mailbox, whose lock then publishes it.
 func (e *Executor[K]) stamp(j *job[K]) {
 	if e.obs != nil || e.needsAge {
-		j.enq = monotime()
+		j.mt.SetStamp(monotime())
 	}
 }
 

@@ -28,7 +28,6 @@ type job[K comparable] struct {
 	fn  func(context.Context) error
 	ctx *taskCtx[K] // what fn receives; per call, never recycled
 	err error       // written before the job settles, read after
-	enq int64       // monotime when accepted; only measured when someone reads it
 
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
@@ -89,9 +88,8 @@ func (j *job[K]) Run() {
 	var start time.Time
 	if e.obs != nil {
 		start = time.Now() // one clock read for both the wait and the run
-		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.enq))
+		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.mt.Stamp()))
 	}
-	c.start()
 	err, panicked := j.call()
 	c.end()
 	j.err = err

@@ -111,7 +111,7 @@ type taskCtx[K comparable] struct {
 	// lent counts nested calls that borrowed this running task's slot;
 	// only the one that moves it from 0 to 1 owns the slot.
 	lent  atomic.Int32
-	live  atomic.Bool // fn is running
+	ended atomic.Bool // fn returned (before that, only fn has the context)
 	inner atomic.Pointer[innerCtx]
 }
 
@@ -136,9 +136,9 @@ func (c *taskCtx[K]) Done() <-chan struct{} {
 		cancel()
 		return c.inner.Load().ctx.Done()
 	}
-	if !c.live.Load() {
-		// The task ended (or end raced with us: end stores live, then
-		// loads inner; we store inner, then load live; one of us sees the
+	if c.ended.Load() {
+		// The task ended (or end raced with us: end stores ended, then
+		// loads inner; we store inner, then load ended; one of us sees the
 		// other, and cancelling twice is harmless).
 		in.stop()
 		cancel()
@@ -153,7 +153,7 @@ func (c *taskCtx[K]) Err() error {
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if !c.live.Load() || c.e.force.Err() != nil {
+	if c.ended.Load() || c.e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
@@ -161,7 +161,7 @@ func (c *taskCtx[K]) Err() error {
 
 func (c *taskCtx[K]) Value(key any) any {
 	if key == (markKey{}) {
-		if c.live.Load() {
+		if !c.ended.Load() {
 			return c
 		}
 		return c.parent.Value(key)
@@ -174,12 +174,9 @@ func (c *taskCtx[K]) Value(key any) any {
 
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
-// start arms the context for fn's run.
-func (c *taskCtx[K]) start() { c.live.Store(true) }
-
 // end cancels the context once fn has returned.
 func (c *taskCtx[K]) end() {
-	c.live.Store(false)
+	c.ended.Store(true)
 	if in := c.inner.Load(); in != nil {
 		in.stop()
 		in.cancel()

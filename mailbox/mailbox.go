@@ -130,12 +130,39 @@ func (m *Mailbox) promote() {
 }
 
 // Oldest returns the oldest task that has not started: the next of a
-// running batch, else the head of the queue; nil if none (locked).
+// running batch, else the head of the queue; nil if none (locked). The next
+// of a running batch may start and end at any moment: read only what its
+// owner never reuses (see OldestStamp for the stamp).
 func (m *Mailbox) Oldest() *Task {
 	if e := m.cursor.Load(); e != nil {
 		return e.t
 	}
 	return m.Head()
+}
+
+// OldestStamp returns the stamp (Task.SetStamp) of the oldest task that has
+// not started, and false if there is none (locked).
+//
+// The next task of a running batch is read while the drive loop runs
+// unlocked: by the time its stamp is read it may have started, ended and
+// been reused by its owner. The loop moves the cursor past a task before it
+// starts it, and no new batch starts while m is locked, so a cursor that
+// still points at the task after the read proves the stamp was its own.
+func (m *Mailbox) OldestStamp() (int64, bool) {
+	for {
+		e := m.cursor.Load()
+		if e == nil {
+			break
+		}
+		at := e.t.stamp.Load()
+		if m.cursor.Load() == e {
+			return at, true
+		}
+	}
+	if m.queue.head == nil {
+		return 0, false
+	}
+	return m.queue.head.t.stamp.Load(), true
 }
 
 // Head returns the oldest queued task, or nil (locked).
@@ -178,7 +205,6 @@ func (m *Mailbox) Hold(t *Task) {
 	e.held = true
 	m.grant(e)
 	m.pending.Add(1)
-	t.need.Store(0)
 	t.markRunning()
 }
 

@@ -36,6 +36,7 @@ type Task struct {
 	one    Entry
 	many   *[]Entry // for multi-key tasks; nil otherwise
 	work   Work
+	stamp  atomic.Int64 // when the task was accepted, if the owner measures it
 }
 
 // Entry is a task's place in one mailbox.
@@ -49,12 +50,22 @@ type Entry struct {
 	batched    bool // taken into a drive loop's batch, not started; guarded by m's lock
 }
 
-// Init prepares a zero t for a single-key submission.
+// Init prepares t for a single-key submission: a zero Task, or one that
+// ran (Done) and is reused.
 func (t *Task) Init(w Work, shared bool) {
+	t.state.Store(Queued)
 	t.need.Store(1)
 	t.shared = shared
-	t.work = w
-	t.one.t = t
+	t.many = nil
+	t.one.queued, t.one.held, t.one.parked, t.one.batched = false, false, false, false
+	// A reused task keeps its work and entry owner; not writing them again
+	// keeps Mailbox.OldestStamp's unlocked reads free of races.
+	if t.work != w {
+		t.work = w
+	}
+	if t.one.t != t {
+		t.one.t = t
+	}
 }
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
@@ -72,6 +83,13 @@ func (t *Task) InitMany(w Work, n int) []Entry {
 	t.many = &many
 	return many
 }
+
+// SetStamp records when the task was accepted (the owner's clock), for
+// Mailbox.OldestStamp. Call it before the task is queued.
+func (t *Task) SetStamp(at int64) { t.stamp.Store(at) }
+
+// Stamp returns what SetStamp recorded.
+func (t *Task) Stamp() int64 { return t.stamp.Load() }
 
 // Entry returns the entry of a single-key task.
 func (t *Task) Entry() *Entry { return &t.one }

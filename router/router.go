@@ -32,9 +32,10 @@ type shard[K comparable] struct {
 
 // node is a dynamic mailbox with the key it is filed under.
 type node[K comparable] struct {
-	mb  mailbox.Mailbox
-	key K
-	s   *shard[K]
+	mb    mailbox.Mailbox
+	key   K
+	s     *shard[K]
+	filed bool // in s.m under key; guarded by s.mu
 }
 
 type stripe[K comparable] struct {
@@ -124,7 +125,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n = &node[K]{s: s}
 			n.mb.Init(&s.mu, rt.runner, n, rt.limit)
 		}
-		n.key = key
+		n.key, n.filed = key, true
 		s.m[key] = n
 		s.peak = max(s.peak, len(s.m))
 		rt.live.Add(1)
@@ -139,7 +140,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 // while at most one idle entry per shard is ever kept.
 func (n *node[K]) Retire(*mailbox.Mailbox) {
 	s := n.s
-	if s.m[n.key] != n || s.idle == n {
+	if !n.filed || s.idle == n {
 		return
 	}
 	s.r.live.Add(-1)
@@ -153,6 +154,7 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 // spare if it has none (locked).
 func (s *shard[K]) evict(n *node[K]) {
 	delete(s.m, n.key)
+	n.filed = false
 	if s.peak > 256 && len(s.m) <= s.peak/8 {
 		s.shrink()
 	}

@@ -227,14 +227,17 @@ func (p *producer) batch(g *generation) (closed bool) {
 		t := p.newTask(g, opSubmit, keys[i:i+1], ctx)
 		t.streams, t.seq = streams[i:i+1], seq
 		t.submitted = time.Now()
+		g.calls.Add(1)
 		tk, err := g.e.Submit(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
 		if err != nil {
 			p.h.settle(t, err, 0, false)
+			g.returns.Add(1)
 			cancel()
 			closed = closed || errors.Is(err, executor.ErrClosed)
 			continue
 		}
 		g.accepted.Add(1)
+		g.returns.Add(1)
 		if p.r.IntN(20) == 0 {
 			cancel() // most likely while queued
 		}
@@ -311,12 +314,15 @@ func (p *producer) gate(g *generation) (closed bool) {
 	gateTask := p.newTask(g, opGate, []int{key}, context.Background())
 	gateTask.do, gateTask.gate, gateTask.streams, gateTask.seq = quick, gt, []*stream{s}, 1
 	gateTask.submitted = time.Now()
+	g.calls.Add(1)
 	tkG, err := g.e.Submit(context.Background(), key, func(ctx context.Context) error { return p.h.run(ctx, gateTask) })
 	if err != nil {
 		p.h.settle(gateTask, err, 0, false)
+		g.returns.Add(1)
 		return errors.Is(err, executor.ErrClosed)
 	}
 	g.accepted.Add(1)
+	g.returns.Add(1)
 
 	// Under Block the victim's Submit may wait for room that only the
 	// gate's release would make: its ctx ends after victimPatience so the
@@ -329,14 +335,17 @@ func (p *producer) gate(g *generation) (closed bool) {
 	victim := p.newTask(g, opGate, []int{key}, ctx)
 	victim.streams, victim.seq = []*stream{s}, 2
 	victim.submitted = time.Now()
+	g.calls.Add(1)
 	tkV, err := g.e.Submit(ctx, key, func(ctx context.Context) error { return p.h.run(ctx, victim) })
 	if err != nil {
 		p.h.settle(victim, err, 0, false)
+		g.returns.Add(1)
 		close(gt.release)
 		p.await(g, gateTask, tkG)
 		return errors.Is(err, executor.ErrClosed)
 	}
 	g.accepted.Add(1)
+	g.returns.Add(1)
 
 	timer := time.NewTimer(time.Second)
 	select {

@@ -116,7 +116,7 @@ type generation struct {
 	e        *executor.Executor[int]
 	replaced chan struct{} // closed once the next generation is published or the run is over
 
-	calls, returns  atomic.Int64 // blocking calls started and returned (results recorded)
+	calls, returns  atomic.Int64 // calls (blocking ones and Submits) started and returned (results recorded)
 	accepted, ended atomic.Int64 // Submits accepted, and their Waits that returned the task's end
 	runs, panics    atomic.Int64 // fns that ran (returned or panicked), fns that panicked
 	busy            atomic.Int64 // ErrBusy results
