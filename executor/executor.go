@@ -136,6 +136,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.jobs.New = func() any { return &job[K]{e: e, done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
+	e.runner.TrackOldest = e.needsAge || cfg.stripes > 0 // see admit and nameOf
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
 	if a, ok := e.obs.(Attacher); ok {
 		a.Attach(e)
@@ -298,11 +299,12 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	j.e, j.fn, j.ctx, j.task = e, fn, &a.ctx, &a.task
 	a.ctx.parent, a.ctx.e, a.ctx.key = ctx, e, key
 	a.task.call = a
+	j.watched = ctx.Done() != nil
 	j.mt.Init(j, false)
 	if _, err := e.enter(ctx, j, nil, false); err != nil {
 		return nil, err
 	}
-	if ctx.Done() != nil {
+	if j.watched {
 		e.watch(ctx, j)
 	}
 	return &a.task, nil

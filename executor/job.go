@@ -36,10 +36,12 @@ type job[K comparable] struct {
 	done chan struct{}
 
 	// An asynchronous job's handle, and the AfterFunc that watches its ctx
-	// (af: 0 none yet, 1 registered and stop is set, 2 ended).
-	task *Task
-	af   atomic.Int32
-	stop func() bool
+	// if it can end (watched; af: 0 none yet, 1 registered and stop is set,
+	// 2 ended).
+	task    *Task
+	watched bool
+	af      atomic.Int32
+	stop    func() bool
 }
 
 // asyncJob is what Submit allocates: the job, its context and its handle.
@@ -130,7 +132,7 @@ func (j *job[K]) Settle() {
 		j.done <- struct{}{}
 		return
 	}
-	if j.af.Swap(2) == 1 {
+	if j.watched && j.af.Swap(2) == 1 {
 		j.stop()
 	}
 	t.end()

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,10 +10,15 @@ import (
 
 // Task is an accepted asynchronous submission (see Submit).
 type Task struct {
-	mu   sync.Mutex    // guards ch
-	ch   chan struct{} // closed when the task ends; made on demand; closedCh once ended
-	call taskCall      // the submission: its result and re-entry checks
+	w    atomic.Pointer[waiters] // made on demand by Done; ended once the task ended
+	call taskCall                // the submission: its result and re-entry checks
 }
+
+// waiters is the channel a Task closes when it ends.
+type waiters struct{ ch chan struct{} }
+
+// ended marks a Task that ended before anyone asked Done.
+var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(c); return c }()}
 
 // taskCall is the submission behind a Task.
 type taskCall interface {
@@ -24,21 +28,20 @@ type taskCall interface {
 	beforeWait(ctx context.Context) (after func(), err error)
 }
 
-// closedCh is returned by Done for tasks that ended before anyone asked.
-var closedCh = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
-
 // Done returns a channel that is closed when the task has ended: fn returned
 // or panicked, or the task will never run. By then Stats account for it.
 func (t *Task) Done() <-chan struct{} {
 	if t == nil {
-		return closedCh
+		return ended.ch
 	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.ch == nil {
-		t.ch = make(chan struct{})
+	if w := t.w.Load(); w != nil {
+		return w.ch
 	}
-	return t.ch
+	w := &waiters{ch: make(chan struct{})}
+	if t.w.CompareAndSwap(nil, w) {
+		return w.ch
+	}
+	return t.w.Load().ch // ended (or another Done won)
 }
 
 // Wait blocks until the task ends or ctx ends. It returns fn's error (a
@@ -54,10 +57,7 @@ func (t *Task) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	t.mu.Lock()
-	ended := t.ch == closedCh
-	t.mu.Unlock()
-	if ended {
+	if t.w.Load() == ended {
 		return t.call.result()
 	}
 	after, err := t.call.beforeWait(ctx)
@@ -75,12 +75,8 @@ func (t *Task) Wait(ctx context.Context) error {
 
 // end wakes every waiter; the result is written by then.
 func (t *Task) end() {
-	t.mu.Lock()
-	ch := t.ch
-	t.ch = closedCh
-	t.mu.Unlock()
-	if ch != nil {
-		close(ch)
+	if w := t.w.Swap(ended); w != nil {
+		close(w.ch)
 	}
 }
 

@@ -42,7 +42,7 @@ type Mailbox struct {
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
-	served    atomic.Int32 // counted unlocked by the drive loop, decayed locked
+	served    atomic.Int32 // counted unlocked by the drive loop (the estimate must follow a long batch), decayed locked
 
 	// Slot is free for the owner (the router keeps the key's index here).
 	Slot int
@@ -130,7 +130,8 @@ func (m *Mailbox) promote() {
 }
 
 // Oldest returns the oldest task that has not started: the next of a
-// running batch, else the head of the queue; nil if none (locked). The next
+// running batch (if the runner tracks it, see Runner.TrackOldest), else the
+// head of the queue; nil if none (locked). The next
 // of a running batch may start and end at any moment: read only what its
 // owner never reuses (see OldestStamp for the stamp).
 func (m *Mailbox) Oldest() *Task {
@@ -359,11 +360,14 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 	m.mu.Unlock()
 	settle(done)
 
+	track := m.r.TrackOldest
 	for e := first; e != nil; {
 		next := e.next
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {
-			m.cursor.Store(next)
+			if track {
+				m.cursor.Store(next)
+			}
 			t.work.Run()
 			m.pending.Add(-1)
 			m.served.Add(1)
@@ -374,7 +378,9 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 	}
 
 	m.mu.Lock()
-	m.cursor.Store(nil)
+	if track {
+		m.cursor.Store(nil)
+	}
 	m.writer = nil
 	m.decay()
 	m.promote()

@@ -27,6 +27,11 @@ type Runner struct {
 	limit      int32
 	throughput int
 
+	// TrackOldest makes drive loops publish the next task of a running
+	// batch, for Mailbox.Oldest and OldestStamp; without it they see only
+	// queued tasks. It costs an atomic store per task. Set it before use.
+	TrackOldest bool
+
 	active atomic.Int32 // slots owned
 	nready atomic.Int32 // len(ready), readable without mu
 
