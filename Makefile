@@ -32,6 +32,7 @@ profile:
 	./bench.test -test.run '^$$' -test.bench 'UncontendedDo/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-uncontended.prof
 	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=1$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys1.prof
 	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys100000.prof
-	for p in cpu-uncontended cpu-keys1 cpu-keys100000; do \
+	./bench.test -test.run '^$$' -test.bench 'Scaling64Producers/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-scaling64.prof
+	for p in cpu-uncontended cpu-keys1 cpu-keys100000 cpu-scaling64; do \
 		echo "== $$p"; go tool pprof -top -nodecount=10 bench.test $$p.prof; \
 	done

@@ -36,8 +36,13 @@
 //
 // # Costs
 //
-// An uncontended Do runs fn on the caller's goroutine: no hand-off, one
-// allocation (the task, which carries the ctx fn receives and so cannot be
-// recycled). A queued task costs one mailbox entry; a busy key one mailbox.
-// See BENCHMARKS.md for figures.
+// An uncontended Do runs fn on the caller's goroutine: no hand-off. A Do,
+// DoShared or DoMany allocates one 64-byte object, the ctx fn receives (it
+// marks the keys the task holds); the rest of the task is recycled once
+// the call has returned. That ctx cannot be recycled: fn may keep it or hand
+// it to a goroutine, and a recycled ctx would then carry another call's
+// values and marks. A Submit allocates one 256-byte object (task, ctx and
+// the Task it returns, which is the caller's to keep). A waiting task costs
+// its entry; a busy key one mailbox; an idle key nothing. See BENCHMARKS.md
+// for figures.
 package executor
