@@ -199,8 +199,10 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	case err != nil:
 		return err
 	case ran:
+		// Nothing else ever saw j (it was in no queue): reuse it even
+		// while Close may be giving up, or in striped mode.
 		err := j.err
-		e.recycle(j)
+		e.reuse(j)
 		return err
 	}
 	return e.wait(ctx, j, outer)
@@ -215,7 +217,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 // every rule a pooled run does: it takes an execution slot (its own task's,
 // if it is a nested call, else a free one), it holds the mailbox like a
 // drive loop would (so later submissions queue behind it in FIFO order), and
-// it goes through Run and Settle for ctx, panics and Stats.
+// it goes through Run for ctx, panics and Stats.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (ran bool, err error) {
 	if err := e.reserve(ctx); err != nil {
 		e.reuse(j)
@@ -246,9 +248,8 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			e.accepted()
 			j.Run()
 			j.mt.Release()
-			j.mt.Finish()
 			e.giveSlot(outer, slot)
-			e.unreserve() // settled: the caller reads j.err and recycles j
+			e.unreserve() // settled: the caller reads j.err and reuses j
 			return true, nil
 		}
 	}

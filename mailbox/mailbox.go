@@ -198,15 +198,14 @@ func (m *Mailbox) CanHold(shared bool) bool {
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
 // goroutine (which must own an execution slot). The caller must have checked
-// CanHold under the same lock; after running it calls t.Release, t.Finish and
-// then settles (locked).
+// CanHold under the same lock; after running it calls t.Release (locked).
+// The task stays in state Queued: it is in no queue, so nothing else can
+// start or cancel it, and it can be reused as soon as Release returns.
 func (m *Mailbox) Hold(t *Task) {
 	e := &t.one
 	e.m = m
-	e.held = true
 	m.grant(e)
 	m.pending.Add(1)
-	t.markRunning()
 }
 
 // Enqueue appends e at the tail of the queue (locked). It reports whether the

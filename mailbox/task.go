@@ -53,8 +53,14 @@ type Entry struct {
 // Init prepares t for a single-key submission: a zero Task, or one that
 // ran (Done) and is reused.
 func (t *Task) Init(w Work, shared bool) {
-	t.state.Store(Queued)
-	t.need.Store(1)
+	// Stores only where a reused task differs: an atomic store costs as
+	// much as an atomic add, and most reused tasks ran inline (still Queued).
+	if t.state.Load() != Queued {
+		t.state.Store(Queued)
+	}
+	if t.need.Load() != 1 {
+		t.need.Store(1)
+	}
 	t.shared = shared
 	t.many = nil
 	t.one.queued, t.one.held, t.one.parked, t.one.batched = false, false, false, false
@@ -132,9 +138,6 @@ func (t *Task) Release() {
 
 // start moves a granted task to Running; false means it was canceled.
 func (t *Task) start() bool { return t.state.CompareAndSwap(Granted, Running) }
-
-// markRunning moves a task that was granted holds inline to Running.
-func (t *Task) markRunning() { t.state.Store(Running) }
 
 // Finish marks a task that ran Done; call after Release, before Settle.
 func (t *Task) Finish() { t.state.Store(Done) }
