@@ -64,7 +64,7 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
 		e.unreserve()
-		return ErrClosed
+		return e.reject(ErrClosed)
 	}
 	limit := e.cfg.maxPending
 	if limit == 0 || (n <= int64(limit) && e.gparked.Load() == 0) {
@@ -109,7 +109,7 @@ func (e *Executor[K]) parkGlobal(ctx context.Context) error {
 	case <-w.ch:
 		if e.closed.Load() {
 			e.unreserve()
-			return ErrClosed
+			return e.reject(ErrClosed)
 		}
 		return nil
 	case <-ctx.Done():
@@ -128,7 +128,7 @@ func (e *Executor[K]) parkGlobal(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return ErrClosed
+	return e.reject(ErrClosed)
 }
 
 // handGlobal hands free global room to parked submissions, oldest first.
@@ -170,7 +170,7 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox) e
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return ErrClosed
+	return e.reject(ErrClosed)
 }
 
 // pause sleeps d unless ctx ends or the executor closes first.
@@ -221,10 +221,15 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 	return backpressure.Reject, be
 }
 
-// reject counts and logs a refusal; it returns err.
+// reject counts and logs a refusal by backpressure, and reports it and a
+// refusal because the executor closed (ErrClosed, not in Stats.Rejected) to
+// the observer; it returns err.
 func (e *Executor[K]) reject(err error) error {
 	be, ok := err.(*backpressure.BusyError)
 	if !ok {
+		if err == ErrClosed && e.obs != nil {
+			e.obs.TaskRejected(ReasonClosed)
+		}
 		return err
 	}
 	e.rejected.Add(1)

@@ -49,7 +49,10 @@ func (r Reason) String() string {
 type Observer interface {
 	// TaskAccepted: a submission was accepted.
 	TaskAccepted()
-	// TaskRejected: a submission was refused (not counted as accepted).
+	// TaskRejected: a submission was refused (not counted as accepted): by
+	// backpressure (ReasonKey, ReasonGlobal, ReasonDelay; Stats.Rejected
+	// counts these), or because the executor is closed or closing
+	// (ReasonClosed: the call returned ErrClosed without being accepted).
 	TaskRejected(reason Reason)
 	// TaskStarted: fn is about to run after waiting wait in the queue.
 	TaskStarted(wait time.Duration)
