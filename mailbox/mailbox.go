@@ -42,7 +42,7 @@ type Mailbox struct {
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
-	served    atomic.Int32 // counted unlocked by the drive loop (the estimate must follow a long batch), decayed locked
+	served    atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 
 	// Slot is free for the owner (the router keeps the key's index here).
 	Slot int
@@ -131,9 +131,9 @@ func (m *Mailbox) promote() {
 
 // Oldest returns the oldest task that has not started: the next of a
 // running batch (if the runner tracks it, see Runner.TrackOldest), else the
-// head of the queue; nil if none (locked). The next
-// of a running batch may start and end at any moment: read only what its
-// owner never reuses (see OldestStamp for the stamp).
+// head of the queue; nil if none (locked). The next of a running batch may
+// start and end at any moment: read only what its owner never reuses (see
+// OldestStamp for the stamp).
 func (m *Mailbox) Oldest() *Task {
 	if e := m.cursor.Load(); e != nil {
 		return e.t

@@ -5,7 +5,9 @@ import "sync/atomic"
 // Task states. A task moves Queued -> Granted -> Running -> Done, or from
 // Queued or Granted to Canceled. Whoever wins the compare-and-swap out of
 // Queued/Granted decides whether the task runs or is canceled, so a task is
-// never both started and canceled, and never neither.
+// never both started and canceled, and never neither. A task held inline
+// (Mailbox.Hold) stays Queued while its owner runs it: it is in no queue, so
+// nothing else can start or cancel it.
 const (
 	Queued int32 = iota
 	Granted
@@ -50,8 +52,8 @@ type Entry struct {
 	batched    bool // taken into a drive loop's batch, not started; guarded by m's lock
 }
 
-// Init prepares t for a single-key submission: a zero Task, or one that
-// ran (Done) and is reused.
+// Init prepares t for a single-key submission: a zero Task, or a reused
+// one that ran (Done, or still Queued after an inline run, see Mailbox.Hold).
 func (t *Task) Init(w Work, shared bool) {
 	// Stores only where a reused task differs: an atomic store costs as
 	// much as an atomic add, and most reused tasks ran inline (still Queued).
