@@ -133,7 +133,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		e.pool = pond.NewPool(0)
 		e.ownPool = true
 	}
-	e.jobs.New = func() any { return &job[K]{e: e, done: make(chan struct{}, 1)} }
+	e.jobs.New = func() any { return &job[K]{done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
 	e.runner.TrackOldest = e.needsAge || cfg.stripes > 0 // see admit and nameOf
@@ -297,7 +297,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	}
 	a := &asyncJob[K]{}
 	j := &a.job
-	j.e, j.fn, j.ctx, j.task = e, fn, &a.ctx, &a.task
+	j.fn, j.ctx, j.task = fn, &a.ctx, &a.task
 	a.ctx.parent, a.ctx.e, a.ctx.key = ctx, e, key
 	a.task.call = a
 	j.watched = ctx.Done() != nil

@@ -24,9 +24,8 @@ import (
 // (asyncJob) and left to the GC: its Task is the caller's to keep.
 type job[K comparable] struct {
 	mt  mailbox.Task
-	e   *Executor[K]
 	fn  func(context.Context) error
-	ctx *taskCtx[K] // what fn receives; per call, never recycled
+	ctx *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
 	err error       // written before the job settles, read after
 
 	// done receives one value when a parked job is admitted to its queue
@@ -60,7 +59,7 @@ func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
 // Admit is called, with the mailbox locked, when a parked job gets room
 // (mailbox.Work).
 func (j *job[K]) Admit() {
-	j.e.accept(j)
+	j.ctx.e.accept(j)
 	j.done <- struct{}{}
 }
 
@@ -76,7 +75,7 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 // Run executes fn (mailbox.Work). A task whose caller's ctx ended, or that
 // a giving-up Close abandoned, is not run and is accounted as canceled.
 func (j *job[K]) Run() {
-	e := j.e
+	e := j.ctx.e
 	c := j.ctx
 	err := c.parent.Err()
 	if err == nil && e.force.Err() != nil {
@@ -115,7 +114,7 @@ func (j *job[K]) call() (err error, panicked bool) {
 		if v := recover(); v != nil {
 			pe := &PanicError{Value: v, Stack: debug.Stack()}
 			err, panicked = pe, true
-			j.e.log.Error("task panicked",
+			j.ctx.e.log.Error("task panicked",
 				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
 		}
 	}()
@@ -126,7 +125,7 @@ func (j *job[K]) call() (err error, panicked bool) {
 // gives back the reservation and tells whoever waits. A synchronous job is
 // not touched after that, since its woken caller recycles it at once.
 func (j *job[K]) Settle() {
-	j.e.unreserve()
+	j.ctx.e.unreserve()
 	t := j.task
 	if t == nil {
 		j.done <- struct{}{}

@@ -22,36 +22,39 @@ type Owner interface {
 // while it runs a batch unlocked); every method that says "locked" must be
 // called with mu held.
 type Mailbox struct {
-	mu      *sync.Mutex // the owner's lock; guards everything below
-	r       *Runner
-	owner   Owner
-	queue   list                  // FIFO of entries waiting for a hold
-	pending atomic.Int32          // entries queued, holding or in a run; decremented unlocked only by the driver
-	cursor  atomic.Pointer[Entry] // the batch's next task to start, if any
-	readers int                   // shared holds granted
-	writer  *Task                 // the exclusive holder, if any
-	driven  bool                  // a drive loop is scheduled or running
-	run     func()
+	mu     *sync.Mutex // the owner's lock; guards everything below
+	r      *Runner
+	owner  Owner
+	queue  list                  // FIFO of entries waiting for a hold
+	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
+	writer *Task                 // the exclusive holder, if any
+	run    func()
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
-	park   list // the waiting room
-	parked int
-	limit  int // room: at most limit pending; 0 = no cap
+	park list
 
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
-	served    atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 
 	// Slot is free for the owner (the router keeps the key's index here).
 	Slot int
+
+	// The small fields last, packed (a mailbox lives as long as its key is
+	// busy: its size is most of what a waiting key costs).
+	pending atomic.Int32 // entries queued, holding or in a run; decremented unlocked only by the driver
+	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
+	readers int32        // shared holds granted
+	parked  int32        // submissions in the waiting room
+	limit   int32        // room: at most limit pending; 0 = no cap
+	driven  bool         // a drive loop is scheduled or running
 }
 
 // Init prepares m to live under lock mu, run on r and retire through o,
 // with room for limit pending tasks (0 = no cap) when submissions park.
 func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
-	m.mu, m.r, m.owner, m.limit = mu, r, o, limit
+	m.mu, m.r, m.owner, m.limit = mu, r, o, int32(limit)
 	m.Reset()
 	if m.run == nil {
 		m.run = func() { r.loop(item{m: m}) }
@@ -72,7 +75,7 @@ func (m *Mailbox) Unlock() { m.unlockRetire() }
 func (m *Mailbox) Pending() int { return int(m.pending.Load()) }
 
 // Parked is the number of submissions waiting for room (locked).
-func (m *Mailbox) Parked() int { return m.parked }
+func (m *Mailbox) Parked() int { return int(m.parked) }
 
 // Idle reports whether nothing is queued, held, parked or driven (locked).
 func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked == 0 && !m.driven }
@@ -121,7 +124,7 @@ func (m *Mailbox) unpark(e *Entry) {
 // promote admits parked submissions while there is room (locked); the
 // caller then calls wake, as after any change to the queue.
 func (m *Mailbox) promote() {
-	for m.park.head != nil && (m.limit == 0 || int(m.pending.Load()) < m.limit) {
+	for m.park.head != nil && (m.limit == 0 || m.pending.Load() < m.limit) {
 		e := m.park.head
 		m.unpark(e)
 		m.link(e)
