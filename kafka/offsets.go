@@ -112,8 +112,21 @@ func (t *tracker) meta(carry [][2]int64) string {
 	maxRaw := base64.RawStdEncoding.DecodedLen(maxMeta - len(metaPrefix))
 	buf := binary.AppendUvarint(nil, uint64(wm))
 	prev, ranges := wm, 0
+	// add appends the range [lo, hi]; false once the map is full (the range
+	// is then left out, and so are all after it).
+	add := func(lo, hi int64) bool {
+		n := len(buf)
+		buf = binary.AppendUvarint(buf, uint64(lo-prev))
+		buf = binary.AppendUvarint(buf, uint64(hi-lo))
+		if len(buf) > maxRaw {
+			buf = buf[:n]
+			return false
+		}
+		prev, ranges = hi, ranges+1
+		return true
+	}
 	full := false
-	for i := 0; i < len(live); {
+	for i := 0; i < len(live) && !full; {
 		if !live[i].done {
 			i++
 			continue
@@ -122,15 +135,7 @@ func (t *tracker) meta(carry [][2]int64) string {
 		for j+1 < len(live) && live[j+1].done {
 			j++
 		}
-		lo, hi := live[i].offset, live[j].offset
-		n := len(buf)
-		buf = binary.AppendUvarint(buf, uint64(lo-prev))
-		buf = binary.AppendUvarint(buf, uint64(hi-lo))
-		if len(buf) > maxRaw {
-			buf, full = buf[:n], true
-			break
-		}
-		prev, ranges = hi, ranges+1
+		full = !add(live[i].offset, live[j].offset)
 		i = j + 1
 	}
 	for _, r := range carry {
@@ -141,18 +146,9 @@ func (t *tracker) meta(carry [][2]int64) string {
 		if ranges > 0 {
 			floor++
 		}
-		lo, hi := max(r[0], t.next, floor), r[1]
-		if hi < lo {
-			continue
+		if lo, hi := max(r[0], t.next, floor), r[1]; hi >= lo {
+			full = !add(lo, hi)
 		}
-		n := len(buf)
-		buf = binary.AppendUvarint(buf, uint64(lo-prev))
-		buf = binary.AppendUvarint(buf, uint64(hi-lo))
-		if len(buf) > maxRaw {
-			buf, full = buf[:n], true
-			break
-		}
-		prev, ranges = hi, ranges+1
 	}
 	if ranges == 0 {
 		return ""
