@@ -23,13 +23,16 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	return ctx.Err()
 }
 
-// newJob takes a job from the pool for a call of fn with ctx on key (or on
-// the keys in multi) and gives it a fresh task context.
+// newJob takes a job from the pool for a synchronous call of fn with ctx
+// and binds it to c, the call's fresh task context (which names its keys).
 func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	j := e.jobs.Get().(*job[K])
-	j.fn = fn
+	return e.bind(e.jobs.Get().(*job[K]), ctx, fn, c)
+}
+
+// bind makes j a call of fn with ctx, run with the task context c.
+func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
 	c.parent, c.e = ctx, e
-	j.ctx = c
+	j.fn, j.ctx = fn, c
 	return j
 }
 
@@ -44,14 +47,10 @@ func (e *Executor[K]) recycle(j *job[K]) {
 	e.reuse(j)
 }
 
-// reuse puts a synchronous job nothing refers to back in the pool. (An
-// asynchronous job was not taken from it.) It drops what the caller gave;
-// everything else is set again before it is read (see newJob, Task.Init and
-// Run, which always writes err).
+// reuse puts a synchronous job nothing refers to back in the pool. It drops
+// what the caller gave; everything else is set again before it is read (see
+// newJob, Task.Init and Run, which always writes err).
 func (e *Executor[K]) reuse(j *job[K]) {
-	if j.task != nil {
-		return
-	}
 	j.fn, j.ctx, j.err = nil, nil, nil
 	e.jobs.Put(j)
 }

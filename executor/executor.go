@@ -197,6 +197,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	ran, err := e.enter(ctx, j, outer, true)
 	switch {
 	case err != nil:
+		e.reuse(j) // never accepted: nothing refers to it
 		return err
 	case ran:
 		// Nothing else ever saw j (it was in no queue): reuse it even
@@ -220,7 +221,6 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 // it goes through Run for ctx, panics and Stats.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (ran bool, err error) {
 	if err := e.reserve(ctx); err != nil {
-		e.reuse(j)
 		return false, err
 	}
 	key := j.ctx.key
@@ -230,7 +230,6 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 	case backpressure.Reject:
 		m.Unlock()
 		e.unreserve()
-		e.reuse(j)
 		return false, e.reject(err)
 	case backpressure.Wait:
 		if j.done == nil {
@@ -296,10 +295,9 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 		return nil, err
 	}
 	a := &asyncJob[K]{}
-	j := &a.job
-	j.fn, j.ctx, j.task = fn, &a.ctx, &a.task
-	a.ctx.parent, a.ctx.e, a.ctx.key = ctx, e, key
-	a.task.call = a
+	a.ctx.key = key
+	j := e.bind(&a.job, ctx, fn, &a.ctx)
+	j.task, a.task.call = &a.task, a
 	j.watched = ctx.Done() != nil
 	j.mt.Init(j, false)
 	if _, err := e.enter(ctx, j, nil, false); err != nil {
