@@ -199,3 +199,15 @@ func TestRetireRace(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkLive measures Live, which takes every shard lock in turn (64
+// shards on up to 4 cores): what Stats and ActiveKeys pay so that
+// submissions keep their live counts without an atomic operation.
+func BenchmarkLive(b *testing.B) {
+	pool := pond.NewPool(0)
+	defer pool.StopAndWait()
+	rt := router.New[string](mailbox.NewRunner(pool, 2, 4), 0, 0)
+	for b.Loop() {
+		_ = rt.Live()
+	}
+}
