@@ -17,9 +17,10 @@ import (
 // The jobs of synchronous calls (Do, DoShared, DoMany) are recycled (see
 // Executor.recycle), so such a call allocates only its taskCtx, which fn may
 // keep. A job goes back to the pool only once nothing can refer to it any
-// more: it ran (a canceled job may still be linked in a drive loop's batch,
-// so it is left to the GC), its caller has seen it end, and the executor is
-// not closing (a giving-up Close cancels jobs it listed earlier). An
+// more: it was never accepted, or it ran inline, or it ran from a queue, its
+// caller has seen it end and the executor is not closing (a giving-up Close
+// cancels jobs it listed earlier). A canceled job may still be linked in a
+// drive loop's batch, so it is left to the GC. An
 // asynchronous job is allocated with its context and its Task in one object
 // (asyncJob) and left to the GC: its Task is the caller's to keep.
 type job[K comparable] struct {
