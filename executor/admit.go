@@ -89,6 +89,16 @@ func (e *Executor[K]) unreserve() {
 	}
 }
 
+// unreserveBatch gives back the reservations of n tasks that ran in one
+// drive-loop batch (mailbox.Runner.Ran). It serves only executors without
+// a global cap: nobody waits for room there, only Close's drain counts
+// reservations, so one atomic operation can stand for the whole batch.
+func (e *Executor[K]) unreserveBatch(n int) {
+	if e.pending.Add(-int64(n)) == 0 && e.closed.Load() {
+		e.drain()
+	}
+}
+
 // roomWaiter is a submission parked for global room.
 type roomWaiter struct {
 	ch   chan struct{} // closed when room is handed over

@@ -136,7 +136,11 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.jobs.New = func() any { return &job[K]{done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
-	e.runner.TrackOldest = e.needsAge || cfg.stripes > 0 // see admit and nameOf
+	e.runner.TrackOldest = e.needsAge || cfg.stripes > 0      // see admit and nameOf
+	e.runner.MeasureService = cfg.maxPerKey > 0 || e.needsAge // Retry hints: see admit
+	if cfg.maxPending == 0 {
+		e.runner.Ran = e.unreserveBatch // see job.Settle
+	}
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
 	if a, ok := e.obs.(Attacher); ok {
 		a.Attach(e)

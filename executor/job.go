@@ -123,10 +123,15 @@ func (j *job[K]) call() (err error, panicked bool) {
 }
 
 // Settle ends the task once no mailbox refers to it (mailbox.Work): it
-// gives back the reservation and tells whoever waits. A synchronous job is
-// not touched after that, since its woken caller recycles it at once.
+// gives back the reservation and tells whoever waits. A task that ran in a
+// batch leaves its reservation to the batch's end, if the executor has no
+// global cap (see unreserveBatch): it still ends at once. A synchronous job
+// is not touched after that, since its woken caller recycles it at once.
 func (j *job[K]) Settle() {
-	j.ctx.e.unreserve()
+	e := j.ctx.e
+	if e.runner.Ran == nil || !j.mt.Batched() {
+		e.unreserve()
+	}
 	t := j.task
 	if t == nil {
 		j.done <- struct{}{}

@@ -81,7 +81,8 @@ func (m *Mailbox) Parked() int { return int(m.parked) }
 func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked == 0 && !m.driven }
 
 // ServiceTime estimates how long the key takes per task lately, from the
-// tasks it finished while a queue stood; 0 means no estimate (locked).
+// tasks it finished while a queue stood; 0 means no estimate, always so
+// unless the runner measures it (Runner.MeasureService) (locked).
 func (m *Mailbox) ServiceTime() time.Duration {
 	if m.busySince == 0 {
 		return 0
@@ -221,7 +222,7 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 
 // link appends e at the tail of the queue (locked).
 func (m *Mailbox) link(e *Entry) {
-	if m.busySince == 0 && m.pending.Load() > 0 {
+	if m.busySince == 0 && m.r.MeasureService && m.pending.Load() > 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
@@ -362,7 +363,8 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 	m.mu.Unlock()
 	settle(done)
 
-	track := m.r.TrackOldest
+	track, measure := m.r.TrackOldest, m.r.MeasureService
+	ran := 0
 	for e := first; e != nil; {
 		next := e.next
 		t := e.t
@@ -372,11 +374,17 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 			}
 			t.work.Run()
 			m.pending.Add(-1)
-			m.served.Add(1)
+			if measure {
+				m.served.Add(1)
+			}
+			ran++
 			t.Finish()
 			t.work.Settle()
 		}
 		e = next
+	}
+	if m.r.Ran != nil && ran > 0 {
+		m.r.Ran(ran)
 	}
 
 	m.mu.Lock()

@@ -281,3 +281,93 @@ func TestRunnerFairness(t *testing.T) {
 		}
 	}
 }
+
+// batchWork is a work that records, in Settle, whether its task ran in a
+// drive loop's batch.
+type batchWork struct {
+	*work
+	t       mailbox.Task
+	batched atomic.Bool
+	count   *atomic.Int32 // counts the settles of batched tasks
+}
+
+func (w *batchWork) Settle() {
+	w.batched.Store(w.t.Batched())
+	if w.batched.Load() {
+		w.count.Add(1)
+	}
+	w.work.Settle()
+}
+
+// TestRunnerRan: Runner.Ran hears, after each batch's tasks have settled,
+// how many of them ran, not counting one canceled inside the batch; a task
+// that ran in a batch reports Batched in Settle, and the canceled one does
+// not.
+func TestRunnerRan(t *testing.T) {
+	pool := pond.NewPool(0)
+	r := mailbox.NewRunner(pool, 1, 8)
+	var (
+		mu      sync.Mutex
+		calls   []int
+		settled atomic.Int32 // settles of batched tasks so far
+		early   []string
+	)
+	r.Ran = func(n int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, n)
+		total := 0
+		for _, c := range calls {
+			total += c
+		}
+		if got := int(settled.Load()); got < total {
+			early = append(early, "Ran before its batch settled")
+		}
+	}
+	t.Cleanup(func() { r.Wait(); pool.StopAndWait() })
+	b := newBox(r)
+	var log runLog
+	ws := make([]*batchWork, 4)
+	for i := range ws {
+		ws[i] = &batchWork{work: newWork(i, &log), count: &settled}
+	}
+	for _, i := range []int{0, 1} {
+		ws[i].gate, ws[i].started = make(chan struct{}), make(chan struct{})
+	}
+	submit := func(w *batchWork) {
+		w.t.Init(w, false)
+		b.m.Lock()
+		dispatch := b.m.Enqueue(w.t.Entry())
+		b.m.Unlock()
+		if dispatch {
+			b.m.Dispatch()
+		}
+	}
+	submit(ws[0])
+	wait(t, "task 0 to start", ws[0].started)
+	submit(ws[1])
+	submit(ws[2])
+	submit(ws[3])
+	close(ws[0].gate)
+	wait(t, "task 1 to start", ws[1].started) // its batch took 1, 2 and 3
+	if !ws[2].t.Cancel() {
+		t.Fatal("Cancel on a batched task that has not started: got false; want true")
+	}
+	ws[2].Settle() // the canceler settles
+	close(ws[1].gate)
+	wait(t, "task 3 to settle", ws[3].done)
+	r.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(calls) != 2 || calls[0] != 1 || calls[1] != 2 {
+		t.Errorf("Ran calls: got %v; want [1 2] (task 0 alone, then 1 and 3 of the batch 1-3)", calls)
+	}
+	if len(early) > 0 {
+		t.Error(early[0])
+	}
+	for i, w := range ws {
+		if want := i != 2; w.batched.Load() != want {
+			t.Errorf("task %d: Batched in Settle = %v; want %v", i, w.batched.Load(), want)
+		}
+	}
+}

@@ -32,6 +32,17 @@ type Runner struct {
 	// queued tasks. It costs an atomic store per task. Set it before use.
 	TrackOldest bool
 
+	// MeasureService makes drive loops count the tasks each mailbox serves
+	// while a queue stands, for Mailbox.ServiceTime; without it ServiceTime
+	// is 0. It costs an atomic add per task. Set it before use.
+	MeasureService bool
+
+	// Ran, if set, is called unlocked after the tasks of a batch have
+	// settled, with how many of them ran (see Task.Batched): work that can
+	// be done for many tasks at once (say, releasing executor-wide counts)
+	// can leave it to Ran. Set it before use.
+	Ran func(n int)
+
 	active atomic.Int32 // slots owned
 	nready atomic.Int32 // len(ready), readable without mu
 

@@ -49,7 +49,7 @@ type Entry struct {
 	queued     bool // linked in m's queue; guarded by m's lock
 	held       bool // m has granted t; guarded by m's lock
 	parked     bool // linked in m's waiting room; guarded by m's lock
-	batched    bool // taken into a drive loop's batch, not started; guarded by m's lock
+	batched    bool // taken into a drive loop's batch (and, if it started, left set); guarded by m's lock
 }
 
 // Init prepares t for a single-key submission: a zero Task, or a reused
@@ -101,6 +101,11 @@ func (t *Task) Stamp() int64 { return t.stamp.Load() }
 
 // Entry returns the entry of a single-key task.
 func (t *Task) Entry() *Entry { return &t.one }
+
+// Batched reports whether a single-key task that ran was run in a drive
+// loop's batch, whose end the runner reports to Runner.Ran. Read it in
+// Settle.
+func (t *Task) Batched() bool { return t.many == nil && t.one.batched }
 
 // State reports the task's state.
 func (t *Task) State() int32 { return t.state.Load() }
