@@ -46,7 +46,7 @@ type Mailbox struct {
 	pending atomic.Int32 // entries queued, holding or in a run; decremented unlocked only by the driver
 	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 	readers int32        // shared holds granted
-	parked  int32        // submissions in the waiting room
+	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
 	limit   int32        // room: at most limit pending; 0 = no cap
 	driven  bool         // a drive loop is scheduled or running
 }
@@ -75,10 +75,10 @@ func (m *Mailbox) Unlock() { m.unlockRetire() }
 func (m *Mailbox) Pending() int { return int(m.pending.Load()) }
 
 // Parked is the number of submissions waiting for room (locked).
-func (m *Mailbox) Parked() int { return int(m.parked) }
+func (m *Mailbox) Parked() int { return int(m.parked.Load()) }
 
 // Idle reports whether nothing is queued, held, parked or driven (locked).
-func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked == 0 && !m.driven }
+func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked.Load() == 0 && !m.driven }
 
 // ServiceTime estimates how long the key takes per task lately, from the
 // tasks it finished while a queue stood; 0 means no estimate, always so
@@ -101,7 +101,7 @@ func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.parked = true
 	m.park.push(e)
-	m.parked++
+	m.parked.Add(1)
 }
 
 // Unpark takes e out of the waiting room if it is still there, and reports
@@ -119,11 +119,12 @@ func (m *Mailbox) Unpark(e *Entry) bool {
 func (m *Mailbox) unpark(e *Entry) {
 	m.park.remove(e)
 	e.parked = false
-	m.parked--
+	m.parked.Add(-1)
 }
 
 // promote admits parked submissions while there is room (locked); the
-// caller then calls wake, as after any change to the queue.
+// caller then calls wake, as after any change to the queue (a running
+// batch need not: the drive loop finds them when the batch ends).
 func (m *Mailbox) promote() {
 	for m.park.head != nil && (m.limit == 0 || m.pending.Load() < m.limit) {
 		e := m.park.head
@@ -275,7 +276,7 @@ func (m *Mailbox) wake() bool {
 // after it retires.
 func (m *Mailbox) unlockRetire() {
 	mu := m.mu
-	if m.pending.Load() == 0 && !m.driven && m.parked == 0 {
+	if m.pending.Load() == 0 && !m.driven && m.parked.Load() == 0 {
 		m.owner.Retire(m)
 	}
 	mu.Unlock()
@@ -374,6 +375,13 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 			}
 			t.work.Run()
 			m.pending.Add(-1)
+			if m.parked.Load() > 0 {
+				// Room for a parked submission now, not when the batch
+				// ends: it queues behind the batch.
+				m.mu.Lock()
+				m.promote()
+				m.mu.Unlock()
+			}
 			if measure {
 				m.served.Add(1)
 			}

@@ -371,3 +371,66 @@ func TestRunnerRan(t *testing.T) {
 		}
 	}
 }
+
+// admitWork is a work that reports its admission from the waiting room.
+type admitWork struct {
+	*work
+	admitted chan struct{}
+}
+
+func (w *admitWork) Admit() { close(w.admitted) }
+
+// TestParkedAdmittedMidBatch: a submission parked at the key's cap enters
+// the queue as soon as a task of a running batch ends and makes room, not
+// when the whole batch ends; it still runs after the batch.
+func TestParkedAdmittedMidBatch(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	var log runLog
+	other := newBox(r)
+	hold := newWork(-1, &log)
+	hold.gate, hold.started = make(chan struct{}), make(chan struct{})
+	other.submit(hold)
+	wait(t, "the slot's holder to start", hold.started)
+
+	b := new(box)
+	b.m.Init(&b.mu, r, &b.o, 2) // room for 2 pending
+	a, c := newWork(0, &log), newWork(1, &log)
+	a.gate, a.started = make(chan struct{}), make(chan struct{})
+	c.gate, c.started = make(chan struct{}), make(chan struct{})
+	b.submit(a) // no free slot: both wait, then run as one batch
+	b.submit(c)
+	p := &admitWork{work: newWork(2, &log), admitted: make(chan struct{})}
+	var pt mailbox.Task
+	pt.Init(p, false)
+	b.m.Lock()
+	b.m.Park(pt.Entry())
+	b.m.Unlock()
+
+	close(hold.gate) // the slot passes to the batch a, c
+	wait(t, "task a to start", a.started)
+	select {
+	case <-p.admitted:
+		t.Fatal("parked submission admitted while the key was full")
+	default:
+	}
+	close(a.gate)
+	wait(t, "task c to start", c.started)
+	select {
+	case <-p.admitted:
+	case <-time.After(5 * time.Second):
+		close(c.gate) // let the batch end, so the cleanup does not hang
+		t.Fatal("parked submission not admitted while c runs; want it admitted when a ended")
+	}
+	b.m.Lock()
+	pending, parked := b.m.Pending(), b.m.Parked()
+	b.m.Unlock()
+	if pending != 2 || parked != 0 {
+		t.Errorf("after the admission: Pending %d, Parked %d; want 2, 0", pending, parked)
+	}
+	close(c.gate)
+	wait(t, "the admitted task to settle", p.done)
+	r.Wait()
+	if got := log.get(); len(got) != 4 || got[1] != 0 || got[2] != 1 || got[3] != 2 {
+		t.Errorf("run order: got %v; want [-1 0 1 2]", got)
+	}
+}
