@@ -58,10 +58,16 @@ func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
 }
 
 // Admit is called, with the mailbox locked, when a parked job gets room
-// (mailbox.Work).
-func (j *job[K]) Admit() {
-	j.ctx.e.accept(j)
+// (mailbox.Work). Once the executor is closed it refuses: the parked
+// submitter leaves with ErrClosed, and no work is accepted after Close.
+func (j *job[K]) Admit() bool {
+	e := j.ctx.e
+	if e.closed.Load() {
+		return false
+	}
+	e.accept(j)
 	j.done <- struct{}{}
+	return true
 }
 
 // epoch anchors monotime: durations between two monotimes are monotonic.

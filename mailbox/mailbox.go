@@ -128,9 +128,11 @@ func (m *Mailbox) unpark(e *Entry) {
 func (m *Mailbox) promote() {
 	for m.park.head != nil && (m.limit == 0 || m.pending.Load() < m.limit) {
 		e := m.park.head
+		if !e.t.work.Admit() {
+			return // refused: the submitter takes it out (Unpark)
+		}
 		m.unpark(e)
 		m.link(e)
-		e.t.work.Admit() // last: it wakes the submitter, who may read e
 	}
 }
 

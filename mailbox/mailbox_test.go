@@ -45,7 +45,7 @@ func (w *work) Settle() {
 	}
 }
 
-func (w *work) Admit() {}
+func (w *work) Admit() bool { return true }
 
 type runLog struct {
 	mu  sync.Mutex
@@ -378,7 +378,7 @@ type admitWork struct {
 	admitted chan struct{}
 }
 
-func (w *admitWork) Admit() { close(w.admitted) }
+func (w *admitWork) Admit() bool { close(w.admitted); return true }
 
 // TestParkedAdmittedMidBatch: a submission parked at the key's cap enters
 // the queue as soon as a task of a running batch ends and makes room, not

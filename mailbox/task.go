@@ -25,8 +25,12 @@ type Work interface {
 	// no mailbox refers to the task any more. It wakes the task's waiters.
 	Settle()
 	// Admit is called, with the mailbox locked, when a parked submission
-	// (see Mailbox.Park) gets room and enters the queue. It must not block.
-	Admit()
+	// (see Mailbox.Park) gets room, just before it enters the queue. It
+	// reports false to refuse (say, the owner is closing): the submission
+	// stays parked, ahead of any other, until its submitter takes it out
+	// with Unpark. It must not block. A submitter it wakes must take the
+	// mailbox's lock before it touches the task's entries.
+	Admit() bool
 }
 
 // Task is the unit a mailbox schedules. The zero Task is not usable: call

@@ -34,8 +34,8 @@ func (w *work) Run() {
 	w.busy.Add(-1)
 }
 
-func (w *work) Settle() { close(w.done) }
-func (w *work) Admit()  {}
+func (w *work) Settle()     { close(w.done) }
+func (w *work) Admit() bool { return true }
 
 func newRunner(t *testing.T, slots int) *mailbox.Runner {
 	pool := pond.NewPool(0)
