@@ -10,13 +10,17 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
 
 // FuzzExecutor drives an executor with a byte stream of operations —
 // Submit, Do, DoShared, DoMany, cancel, release (a running task returns,
 // fails or panics) and Close — and checks it after every step against a
-// small sequential reference model.
+// small sequential reference model. The header picks the configuration:
+// workers, throughput, caps, and two modes: striped (WithStripes(1), so
+// every key shares one mailbox) and blocking (backpressure.Block, so a
+// call at a cap waits in a FIFO waiting room instead of being refused).
 //
 // Every task body blocks on its own gate until the driver releases it, and
 // the whole run happens in a synctest bubble: after each operation
@@ -29,7 +33,8 @@ import (
 //   - at most WithWorkers tasks run, and while a worker is free every task
 //     the model says may run is running (nothing stalls);
 //   - admission: per-key and global caps, ErrClosed after Close, a ctx that
-//     already ended is refused and counted nowhere;
+//     already ended is refused and counted nowhere; under Block, which
+//     waiting call enters when a task ends or a waiting call gives up;
 //   - each call's result (nil, fn's error, *PanicError, ctx's error,
 //     ErrBusy, ErrClosed), delivered exactly once and only after its task
 //     ended;
@@ -43,6 +48,11 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 3, 0, 1, 7, 1, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 3, 2, 1, 0, 4, 1, 4, 2, 7, 0, 5, 0, 5, 0})
 	f.Add([]byte{2, 0, 4, 5, 3, 1, 2, 0, 3, 2, 1, 1, 0, 0x12, 1, 6, 0, 4, 3, 6, 1, 7, 1, 6, 0, 6, 0})
+	// Striped (0x80 on workers), blocking (0x80 on throughput), both.
+	f.Add([]byte{0x81, 1, 0, 0, 0, 0, 0, 1, 2, 0, 3, 0, 2, 1, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x81, 0x82, 2, 4, 1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 0, 0, 4, 2, 5, 0, 4, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{1, 0x80, 0, 3, 0, 0, 0, 1, 1, 0, 3, 2, 0, 0, 1, 0, 4, 3, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0x81, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 2, 5, 0, 7, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -57,8 +67,11 @@ type fuzzTask struct {
 	id       int
 	kind     string
 	keys     []int
+	qs       []int // the model's queues the task is in (one per mailbox)
 	shared   bool
-	behavior int // 0 ok, 1 error, 2 panic
+	park     int  // where it waits for room, if it does: parkGlobal, parkKey
+	accepted bool // counted in Submitted and queued
+	behavior int  // 0 ok, 1 error, 2 panic
 	gate     chan struct{}
 	cancel   context.CancelFunc
 
@@ -75,6 +88,12 @@ type fuzzTask struct {
 	ran    *fuzzStartFlags // set by the body
 }
 
+// Waiting rooms of a blocking executor.
+const (
+	parkGlobal = 1 + iota // for WithMaxPending room, executor-wide
+	parkKey               // for WithMaxQueuePerKey room on its key
+)
+
 type fuzzStartFlags struct {
 	mu      sync.Mutex
 	started map[int]int // task id -> times started
@@ -86,11 +105,16 @@ type fuzzRun struct {
 	pos  int
 
 	workers, throughput, keyCap, globalCap int
+	striped, block                         bool
 
 	e     *executor.Executor[int]
 	flags *fuzzStartFlags
 	tasks []*fuzzTask
-	queue [fuzzKeys][]*fuzzTask // accepted, not ended, FIFO
+	queue [fuzzKeys][]*fuzzTask // accepted, not ended, FIFO (striped: all in queue 0)
+
+	// Calls waiting for room (blocking mode), FIFO.
+	parkedG []*fuzzTask
+	parkedK [fuzzKeys][]*fuzzTask
 
 	trace []string // what each step did, for failure reports
 
@@ -109,8 +133,10 @@ type fuzzClose struct {
 
 func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 	r := &fuzzRun{t: t, data: data, flags: &fuzzStartFlags{started: map[int]int{}}}
-	r.workers = 1 + int(r.next()%3)
-	r.throughput = 1 + int(r.next()%3)
+	b := r.next()
+	r.workers, r.striped = 1+int(b%3), b&0x80 != 0
+	b = r.next()
+	r.throughput, r.block = 1+int(b%3), b&0x80 != 0
 	if c := r.next() % 5; c > 1 {
 		r.keyCap = int(c)
 	}
@@ -137,6 +163,12 @@ func (r *fuzzRun) run() {
 	}
 	if r.globalCap > 0 {
 		opts = append(opts, executor.WithMaxPending(r.globalCap))
+	}
+	if r.striped {
+		opts = append(opts, executor.WithStripes(1))
+	}
+	if r.block {
+		opts = append(opts, executor.WithPolicy(backpressure.Block()))
 	}
 	e, err := executor.New[int](opts...)
 	if err != nil {
@@ -202,14 +234,17 @@ func (r *fuzzRun) apply(op byte) string {
 	case 3:
 		return r.submit("DoMany")
 	case 4:
-		// Cancel a task's ctx (queued: withdrawn; running: no effect).
-		live := r.live()
+		// Cancel a task's ctx (queued: withdrawn; running: no effect;
+		// waiting for room: gives up, never accepted).
+		live := append(r.live(), r.parked()...)
 		if len(live) == 0 {
 			return "cancel (none)"
 		}
 		ft := live[int(r.next())%len(live)]
 		ft.cancel()
 		switch {
+		case ft.park != 0:
+			r.end(ft, context.Canceled)
 		case !ft.started && !ft.doomed:
 			r.end(ft, context.Canceled)
 			r.want.Canceled++
@@ -241,8 +276,19 @@ func (r *fuzzRun) submit(kind string) string {
 		gate: make(chan struct{}), ran: r.flags}
 	if kind == "DoMany" {
 		ft.keys = dedupInts([]int{k, int(r.next() % fuzzKeys)})
+		if r.block && r.keyCap > 0 {
+			// A DoMany at a key's cap polls for room rather than waiting
+			// in line: its turn is not for the model to say.
+			ft.kind, ft.keys = "Do", ft.keys[:1]
+		}
 	}
+	kind = ft.kind
 	ft.shared = kind == "DoShared"
+	for _, k := range ft.keys {
+		if q := r.q(k); !slices.Contains(ft.qs, q) {
+			ft.qs = append(ft.qs, q)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ft.cancel = cancel
 	preCanceled := b&0x10 != 0
@@ -269,17 +315,19 @@ func (r *fuzzRun) submit(kind string) string {
 		refuse = context.Canceled
 	case r.closing:
 		refuse = executor.ErrClosed
+	case r.block:
+		// Waits for room instead: see arrive.
 	case r.globalCap > 0 && r.pendingTasks() >= r.globalCap:
 		refuse = executor.ErrBusy
 	default:
-		for _, k := range ft.keys {
-			if r.keyCap > 0 && len(r.queue[k]) >= r.keyCap {
+		for _, q := range ft.qs {
+			if r.keyCap > 0 && len(r.queue[q]) >= r.keyCap {
 				refuse = executor.ErrBusy
 			}
 		}
 	}
 	r.tasks = append(r.tasks, ft)
-	if kind == "Submit" {
+	if kind == "Submit" && !r.block {
 		task, err := r.e.Submit(ctx, k, fn)
 		ft.task = task
 		if refuse != nil {
@@ -299,6 +347,14 @@ func (r *fuzzRun) submit(kind string) string {
 		ft.result = make(chan error, 1)
 		go func() {
 			switch kind {
+			case "Submit":
+				// A blocking Submit may wait for room: call it aside,
+				// and report its Task's result.
+				task, err := r.e.Submit(ctx, k, fn)
+				if err == nil {
+					err = task.Wait(context.Background())
+				}
+				ft.result <- err
 			case "Do":
 				ft.result <- r.e.Do(ctx, k, fn)
 			case "DoShared":
@@ -313,11 +369,95 @@ func (r *fuzzRun) submit(kind string) string {
 			return fmt.Sprintf("%s %d on %v refused", kind, ft.id, ft.keys)
 		}
 	}
-	r.want.Submitted++
-	for _, k := range ft.keys {
-		r.queue[k] = append(r.queue[k], ft)
+	what := r.arrive(ft)
+	return fmt.Sprintf("%s %d on %v behavior %d%s", kind, ft.id, ft.keys, ft.behavior, what)
+}
+
+// q is the model's queue for key k: its own, or in striped mode the one
+// every key shares.
+func (r *fuzzRun) q(k int) int {
+	if r.striped {
+		return 0
 	}
-	return fmt.Sprintf("%s %d on %v behavior %d", kind, ft.id, ft.keys, ft.behavior)
+	return k
+}
+
+// arrive admits an accepted call, or in blocking mode parks it where the
+// executor must: in the global waiting room while the global cap is reached
+// or others wait there (no barging), else in its key's waiting room while
+// the key is full or others wait there, else it is accepted.
+func (r *fuzzRun) arrive(ft *fuzzTask) string {
+	if r.block && r.globalCap > 0 && (r.reservations() >= r.globalCap || len(r.parkedG) > 0) {
+		ft.park = parkGlobal
+		r.parkedG = append(r.parkedG, ft)
+		return " (waits for global room)"
+	}
+	return r.arriveKey(ft)
+}
+
+// arriveKey is arrive past the global cap.
+func (r *fuzzRun) arriveKey(ft *fuzzTask) string {
+	if r.block && r.keyCap > 0 {
+		q := ft.qs[0] // blocking calls at a key cap are single-key (see submit)
+		if len(r.queue[q])+len(r.parkedK[q]) >= r.keyCap {
+			ft.park = parkKey
+			r.parkedK[q] = append(r.parkedK[q], ft)
+			return " (waits for key room)"
+		}
+	}
+	ft.park, ft.accepted = 0, true
+	r.want.Submitted++
+	for _, q := range ft.qs {
+		r.queue[q] = append(r.queue[q], ft)
+	}
+	return ""
+}
+
+// reservations counts what the global cap counts: accepted tasks that
+// have not ended, and calls waiting in a key's room (they passed the
+// global cap).
+func (r *fuzzRun) reservations() int {
+	n := len(r.live())
+	for _, p := range r.parkedK {
+		n += len(p)
+	}
+	return n
+}
+
+// parked lists the calls waiting for room.
+func (r *fuzzRun) parked() []*fuzzTask {
+	out := slices.Clone(r.parkedG)
+	for _, p := range r.parkedK {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// made is called when room may have appeared on queues qs, and globally:
+// each key's waiting room admits its oldest calls while the key has room,
+// then each global reservation given back goes to the oldest call in the
+// global waiting room (which then passes the key's cap or waits there).
+// The executor works in that order: a task ends (or leaves) its mailboxes,
+// admitting parked calls under each mailbox lock, before it gives its
+// global reservation back.
+func (r *fuzzRun) made(qs []int) {
+	if r.closing {
+		return // waiting calls were sent away
+	}
+	for _, q := range qs {
+		for len(r.parkedK[q]) > 0 && len(r.queue[q]) < r.keyCap {
+			ft := r.parkedK[q][0]
+			r.parkedK[q] = r.parkedK[q][1:]
+			ft.park, ft.accepted = 0, true
+			r.want.Submitted++
+			r.queue[q] = append(r.queue[q], ft)
+		}
+	}
+	for len(r.parkedG) > 0 && r.reservations() < r.globalCap {
+		ft := r.parkedG[0]
+		r.parkedG = r.parkedG[1:]
+		r.arriveKey(ft)
+	}
 }
 
 func (r *fuzzRun) refused(ft *fuzzTask, err error) {
@@ -342,11 +482,25 @@ func (r *fuzzRun) release(ft *fuzzTask) {
 	r.end(ft, want)
 }
 
+// end ends ft: an accepted task leaves its queues, a waiting call its
+// waiting room; either may make room for waiting calls.
 func (r *fuzzRun) end(ft *fuzzTask, want error) {
 	ft.ended, ft.want = true, want
-	for _, k := range ft.keys {
-		r.queue[k] = slices.DeleteFunc(r.queue[k], func(o *fuzzTask) bool { return o == ft })
+	is := func(o *fuzzTask) bool { return o == ft }
+	switch ft.park {
+	case parkGlobal:
+		r.parkedG = slices.DeleteFunc(r.parkedG, is)
+		return // it held no reservation
+	case parkKey:
+		q := ft.qs[0]
+		r.parkedK[q] = slices.DeleteFunc(r.parkedK[q], is)
+		r.made(nil) // its global reservation is given back
+		return
 	}
+	for _, q := range ft.qs {
+		r.queue[q] = slices.DeleteFunc(r.queue[q], is)
+	}
+	r.made(ft.qs)
 }
 
 func (r *fuzzRun) close(giveUp bool) {
@@ -364,6 +518,9 @@ func (r *fuzzRun) close(giveUp bool) {
 	}()
 	r.closes = append(r.closes, c)
 	r.closing = true
+	for _, ft := range r.parked() {
+		r.end(ft, executor.ErrClosed) // sent away; never accepted
+	}
 	if giveUp && !r.gaveUp {
 		r.gaveUp = true
 		for _, ft := range r.live() {
@@ -378,7 +535,7 @@ func (r *fuzzRun) close(giveUp bool) {
 func (r *fuzzRun) live() []*fuzzTask {
 	var out []*fuzzTask
 	for _, ft := range r.tasks {
-		if !ft.ended {
+		if ft.accepted && !ft.ended {
 			out = append(out, ft)
 		}
 	}
@@ -400,8 +557,8 @@ func (r *fuzzRun) pendingTasks() int { return len(r.live()) }
 // mayRun reports whether the model lets ft run now: every earlier task on
 // each of its keys has ended (for a shared task, every earlier exclusive one).
 func (r *fuzzRun) mayRun(ft *fuzzTask) bool {
-	for _, k := range ft.keys {
-		for _, o := range r.queue[k] {
+	for _, q := range ft.qs {
+		for _, o := range r.queue[q] {
 			if o == ft {
 				break
 			}
@@ -589,7 +746,7 @@ func (r *fuzzRun) check(at string) {
 	// HotKeys agrees with the queues.
 	hot := r.e.HotKeys(fuzzKeys)
 	for _, kl := range hot {
-		if n := len(r.queue[kl.Key]); kl.Pending != n {
+		if n := len(r.queue[r.q(kl.Key)]); kl.Pending != n {
 			t.Errorf("%s: HotKeys: key %d has %d pending; want %d", at, kl.Key, kl.Pending, n)
 		}
 	}
@@ -619,7 +776,8 @@ func sameOutcome(got, want error) bool {
 }
 
 func (r *fuzzRun) dump() {
-	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d", r.workers, r.throughput, r.keyCap, r.globalCap)
+	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v",
+		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block)
 	for i, d := range r.trace {
 		r.t.Logf("step %d: %s", i, d)
 	}
