@@ -312,11 +312,15 @@ func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
 // not started, j is withdrawn at once. It recycles j.
 func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K]) error {
 	lent := e.lend(outer)
-	select {
-	case <-j.done:
-	case <-ctx.Done():
-		e.cancel(j, ctx.Err())
-		<-j.done
+	if done := ctx.Done(); done == nil {
+		<-j.done // ctx never ends: a plain receive is cheaper than a select
+	} else {
+		select {
+		case <-j.done:
+		case <-done:
+			e.cancel(j, ctx.Err())
+			<-j.done
+		}
 	}
 	e.unlend(outer, lent)
 	err := j.err

@@ -65,10 +65,15 @@ func (t *Task) Wait(ctx context.Context) error {
 		return err
 	}
 	defer after()
+	done := ctx.Done()
+	if done == nil {
+		<-t.Done() // ctx never ends: a plain receive is cheaper than a select
+		return t.call.result()
+	}
 	select {
 	case <-t.Done():
 		return t.call.result()
-	case <-ctx.Done():
+	case <-done:
 		return ctx.Err()
 	}
 }
