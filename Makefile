@@ -26,13 +26,19 @@ bench: benchstat
 benchstat:
 	GOBIN=$(GOBIN_DIR) go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
-# CPU profiles of perkey's hot paths: cpu-<case>.prof, read with go tool pprof.
+# CPU profiles of perkey's hot paths (cpu-<case>.prof) and allocation
+# profiles of a waiting key and of Submit (mem-<case>.prof), read with go tool pprof.
 profile:
 	go test -c -o bench.test ./bench/
 	./bench.test -test.run '^$$' -test.bench 'UncontendedDo/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-uncontended.prof
 	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=1$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys1.prof
 	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-keys100000.prof
 	./bench.test -test.run '^$$' -test.bench 'Scaling64Producers/^impl=perkey$$' -test.benchtime=3s -test.cpuprofile cpu-scaling64.prof
+	./bench.test -test.run '^$$' -test.bench 'BytesPerWaitingKey/^impl=perkey$$' -test.benchtime=1x -test.memprofile mem-waiting.prof -test.memprofilerate=1
+	./bench.test -test.run '^$$' -test.bench 'SubmitThroughput/^keys=100000$$/^impl=perkey$$' -test.benchtime=3s -test.memprofile mem-keys100000.prof
 	for p in cpu-uncontended cpu-keys1 cpu-keys100000 cpu-scaling64; do \
 		echo "== $$p"; go tool pprof -top -nodecount=10 bench.test $$p.prof; \
+	done
+	for p in mem-waiting mem-keys100000; do \
+		echo "== $$p"; go tool pprof -top -sample_index=alloc_space -nodecount=8 bench.test $$p.prof; \
 	done

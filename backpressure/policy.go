@@ -73,7 +73,9 @@ type block struct{}
 // until its ctx ends (the call then returns ctx's error) or the executor
 // closes (ErrClosed). Submissions waiting on one key get room in FIFO order,
 // and a new submission never overtakes one already waiting; a waiter that
-// gives up leaves nothing behind. A DoMany that meets a full key retries with
+// gives up leaves nothing behind. A waiter enters its key's queue as soon as
+// a task of the key ends; once Close has begun none enters, and all leave
+// with ErrClosed. A DoMany that meets a full key retries with
 // a short backoff instead of waiting in line.
 func Block() Policy { return block{} }
 
