@@ -219,17 +219,20 @@ func (m *Mailbox) Hold(t *Task) {
 // mailbox now needs a drive loop; if so the caller must call Dispatch after
 // unlocking.
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
+	e.m = m
 	m.link(e)
 	return m.wake()
 }
 
-// link appends e at the tail of the queue (locked).
+// link appends e, whose m is set, at the tail of the queue (locked). It
+// does not write e.m: a parked entry's was set by Park, and promote wakes
+// its submitter (Work.Admit) before it links the entry, so the submitter
+// may already read e.m unlocked (Entry.release does, to find the lock).
 func (m *Mailbox) link(e *Entry) {
 	if m.busySince == 0 && m.r.MeasureService && m.pending.Load() > 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
-	e.m = m
 	e.queued = true
 	m.queue.push(e)
 	m.pending.Add(1)

@@ -29,7 +29,8 @@ type Work interface {
 	// reports false to refuse (say, the owner is closing): the submission
 	// stays parked, ahead of any other, until its submitter takes it out
 	// with Unpark. It must not block. A submitter it wakes must take the
-	// mailbox's lock before it touches the task's entries.
+	// mailbox's lock before it touches the task's entries (other than
+	// reading an entry's mailbox, which Park set, to find that lock).
 	Admit() bool
 }
 

@@ -220,7 +220,9 @@ func (p *signalBlock) Decide(l backpressure.Load) backpressure.Verdict {
 // that read after link's write. (The value written was the one Park had
 // already stored, so no behaviour went wrong; the race detector still failed
 // every -race test that canceled promoted tasks.) Found by perkey-soak
-// -seed 1 under -race (Block generations).
+// -seed 1 under -race (Block generations). Fixed first by calling Admit
+// last; since Admit may refuse (f1df2b5) it is asked first again, and link
+// no longer writes Entry.m (Park did).
 func TestBugPromotedEntryRace(t *testing.T) {
 	p := &signalBlock{parked: make(chan struct{})}
 	e, err := executor.New[int](executor.WithMaxQueuePerKey(2), executor.WithPolicy(p))
