@@ -296,15 +296,15 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 		return false
 	}
 	e.abandon(j, err)
-	j.Settle()
+	j.mt.Work().Settle()
 	return true
 }
 
 // watch gives an async task's place back as soon as its ctx ends.
-func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
-	j.stop = context.AfterFunc(ctx, func() { e.cancel(j, ctx.Err()) })
-	if !j.af.CompareAndSwap(0, 1) {
-		j.stop() // the task already ended
+func (e *Executor[K]) watch(ctx context.Context, a *asyncJob[K]) {
+	a.stop = context.AfterFunc(ctx, func() { e.cancel(&a.job, ctx.Err()) })
+	if !a.af.CompareAndSwap(0, 1) {
+		a.stop() // the task already ended
 	}
 }
 

@@ -41,7 +41,7 @@
 // marks the keys the task holds); the rest of the task is recycled once
 // the call has returned. That ctx cannot be recycled: fn may keep it or hand
 // it to a goroutine, and a recycled ctx would then carry another call's
-// values and marks. A Submit allocates one 240-byte object (task, ctx and
+// values and marks. A Submit allocates one 224-byte object (task, ctx and
 // the Task it returns, which is the caller's to keep). A waiting task costs
 // its entry; a busy key one mailbox; an idle key nothing. See BENCHMARKS.md
 // for figures.

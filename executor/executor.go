@@ -301,14 +301,14 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	a := &asyncJob[K]{}
 	a.ctx.key = key
 	j := e.bind(&a.job, ctx, fn, &a.ctx)
-	j.task, a.task.call = &a.task, a
-	j.watched = ctx.Done() != nil
-	j.mt.Init(j, false)
+	a.task.call = a
+	a.watched = ctx.Done() != nil
+	j.mt.Init(a, false)
 	if _, err := e.enter(ctx, j, nil, false); err != nil {
 		return nil, err
 	}
-	if j.watched {
-		e.watch(ctx, j)
+	if a.watched {
+		e.watch(ctx, a)
 	}
 	return &a.task, nil
 }
@@ -500,7 +500,7 @@ func (e *Executor[K]) giveUp() {
 		// that Close waits for counts it. (A multi-key task queued in
 		// several mailboxes is listed once per mailbox; cancel is a no-op
 		// the second time.)
-		e.cancel(t.Work().(*job[K]), ErrClosed)
+		e.cancel(jobOf[K](t), ErrClosed)
 	}
 }
 
@@ -571,7 +571,7 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if t == nil {
 		return k
 	}
-	c := t.Work().(*job[K]).ctx
+	c := jobOf[K](t).ctx
 	for _, jk := range c.keys() {
 		if e.router.Index(jk) == m.Slot {
 			return jk

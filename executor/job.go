@@ -23,6 +23,9 @@ import (
 // drive loop's batch, so it is left to the GC. An
 // asynchronous job is allocated with its context and its Task in one object
 // (asyncJob) and left to the GC: its Task is the caller's to keep.
+//
+// A synchronous job is its task's mailbox.Work; an asynchronous one's is
+// the asyncJob around it, whose Settle ends the Task (see work).
 type job[K comparable] struct {
 	mt  mailbox.Task
 	fn  func(context.Context) error
@@ -34,22 +37,36 @@ type job[K comparable] struct {
 	// and every value is received before the next is sent, so a pooled
 	// job keeps its channel.
 	done chan struct{}
+}
 
-	// An asynchronous job's handle, and the AfterFunc that watches its ctx
-	// if it can end (watched; af: 0 none yet, 1 registered and stop is set,
-	// 2 ended).
-	task    *Task
+// asyncJob is what Submit allocates, in one 224-byte object: the job, the
+// AfterFunc that watches the submitter's ctx if it can end (watched; af: 0
+// none yet, 1 registered and stop is set, 2 ended), the job's context and
+// the Task handed to the caller.
+type asyncJob[K comparable] struct {
+	job     job[K]
 	watched bool
 	af      atomic.Int32
 	stop    func() bool
+	ctx     taskCtx[K]
+	task    Task
 }
 
-// asyncJob is what Submit allocates: the job, its context and its handle.
-type asyncJob[K comparable] struct {
-	job  job[K]
-	ctx  taskCtx[K]
-	task Task
+// work is what a task's mailbox.Work is: a synchronous call's job, or the
+// asyncJob around a submission's.
+type work[K comparable] interface {
+	mailbox.Work
+	base() *job[K]
 }
+
+func (j *job[K]) base() *job[K]      { return j }
+func (a *asyncJob[K]) base() *job[K] { return &a.job }
+
+// jobOf returns the job of a task the executor queued.
+func jobOf[K comparable](t *mailbox.Task) *job[K] { return t.Work().(work[K]).base() }
+
+func (a *asyncJob[K]) Run()        { a.job.Run() }
+func (a *asyncJob[K]) Admit() bool { return a.job.Admit() }
 
 func (a *asyncJob[K]) result() error { return a.job.err }
 
@@ -128,25 +145,36 @@ func (j *job[K]) call() (err error, panicked bool) {
 	return j.fn(j.ctx), false
 }
 
-// Settle ends the task once no mailbox refers to it (mailbox.Work): it
-// gives back the reservation and tells whoever waits. A task that ran in a
-// batch leaves its reservation to the batch's end, if the executor has no
-// global cap (see unreserveBatch): it still ends at once. A synchronous job
-// is not touched after that, since its woken caller recycles it at once.
+// Settle ends a synchronous call's task once no mailbox refers to it
+// (mailbox.Work): it gives back the reservation and wakes the caller. The
+// job is not touched after that, since its woken caller recycles it at once.
 func (j *job[K]) Settle() {
+	j.release()
+	j.done <- struct{}{}
+}
+
+// Settle ends a submission's task once no mailbox refers to it
+// (mailbox.Work): it gives back the reservation, stops watching the
+// submitter's ctx and ends the Task.
+func (a *asyncJob[K]) Settle() {
+	a.job.release()
+	if a.watched && a.af.Swap(2) == 1 {
+		a.stop()
+	}
+	a.task.end()
+}
+
+// release gives back a settling task's reservation. A task that ran in a
+// batch leaves it to the batch's end, if the executor has no global cap
+// (see unreserveBatch): the task still ends at once.
+func (j *job[K]) release() {
 	e := j.ctx.e
 	if e.runner.Ran == nil || !j.mt.Batched() {
 		e.unreserve()
 	}
-	t := j.task
-	if t == nil {
-		j.done <- struct{}{}
-		return
-	}
-	if j.watched && j.af.Swap(2) == 1 {
-		j.stop()
-	}
-	t.end()
 }
 
-var _ mailbox.Work = (*job[int])(nil)
+var (
+	_ work[int] = (*job[int])(nil)
+	_ work[int] = (*asyncJob[int])(nil)
+)

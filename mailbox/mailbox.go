@@ -248,7 +248,7 @@ func (m *Mailbox) unlink(e *Entry) {
 
 func (m *Mailbox) grant(e *Entry) {
 	e.held = true
-	if e.t.shared {
+	if e.shared {
 		m.readers++
 	} else {
 		m.writer = e.t
@@ -257,7 +257,7 @@ func (m *Mailbox) grant(e *Entry) {
 
 func (m *Mailbox) unhold(e *Entry) {
 	e.held = false
-	if e.t.shared {
+	if e.shared {
 		m.readers--
 	} else {
 		m.writer = nil
@@ -267,7 +267,7 @@ func (m *Mailbox) unhold(e *Entry) {
 // wake marks m driven and reports true if its head can be granted now and
 // no drive loop is scheduled (locked).
 func (m *Mailbox) wake() bool {
-	if m.driven || m.queue.head == nil || m.writer != nil || (m.readers > 0 && !m.queue.head.t.shared) {
+	if m.driven || m.queue.head == nil || m.writer != nil || (m.readers > 0 && !m.queue.head.shared) {
 		return false
 	}
 	m.driven = true
@@ -296,7 +296,7 @@ func (m *Mailbox) drive(budget int) *Task {
 	var done *Task // ran in this loop; settled once m's lock is released
 	for {
 		e := m.queue.head
-		if e == nil || m.writer != nil || (m.readers > 0 && !e.t.shared) {
+		if e == nil || m.writer != nil || (m.readers > 0 && !e.shared) {
 			m.driven = false
 			m.unlockRetire()
 			settle(done)
@@ -310,7 +310,7 @@ func (m *Mailbox) drive(budget int) *Task {
 			return nil
 		}
 		t := e.t
-		if t.many == nil && !t.shared {
+		if t.many == nil && !e.shared {
 			n := m.runBatch(budget, done)
 			done = nil
 			budget -= n
@@ -326,12 +326,12 @@ func (m *Mailbox) drive(budget int) *Task {
 		if t.need.Add(-1) > 0 {
 			continue // a multi-key task: m now waits for its other mailboxes
 		}
-		if t.many != nil || t.shared {
+		if t.many != nil || e.shared {
 			if !t.state.CompareAndSwap(Queued, Granted) {
 				continue // canceled: its canceler gives the hold back
 			}
 			var more bool
-			if t.shared {
+			if e.shared {
 				more = m.grantReaders()
 			}
 			m.driven = false
@@ -359,7 +359,7 @@ func (m *Mailbox) drive(budget int) *Task {
 func (m *Mailbox) runBatch(budget int, done *Task) int {
 	first := m.queue.head
 	last, n := first, 0
-	for e := first; e != nil && n < budget && e.t.many == nil && !e.t.shared; e = e.next {
+	for e := first; e != nil && n < budget && e.t.many == nil && !e.shared; e = e.next {
 		e.queued, e.batched = false, true
 		last = e
 		n++
@@ -415,7 +415,7 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 // released (locked). It reports whether any was queued.
 func (m *Mailbox) grantReaders() bool {
 	more := false
-	for e := m.queue.head; e != nil && e.t.shared; e = m.queue.head {
+	for e := m.queue.head; e != nil && e.shared; e = m.queue.head {
 		t := e.t
 		m.unlink(e)
 		if t.state.Load() == Canceled {

@@ -37,13 +37,12 @@ type Work interface {
 // Task is the unit a mailbox schedules. The zero Task is not usable: call
 // Init (one key) or InitMany.
 type Task struct {
-	state  atomic.Int32
-	need   atomic.Int32 // mailboxes that have not granted the task yet
-	shared bool
-	one    Entry
-	many   *[]Entry // for multi-key tasks; nil otherwise
-	work   Work
-	stamp  atomic.Int64 // when the task was accepted, if the owner measures it
+	state atomic.Int32
+	need  atomic.Int32 // mailboxes that have not granted the task yet
+	one   Entry        // a single-key task's entry
+	many  *[]Entry     // for multi-key tasks; nil otherwise
+	work  Work
+	stamp atomic.Int64 // when the task was accepted, if the owner measures it
 }
 
 // Entry is a task's place in one mailbox.
@@ -54,6 +53,7 @@ type Entry struct {
 	queued     bool // linked in m's queue; guarded by m's lock
 	held       bool // m has granted t; guarded by m's lock
 	parked     bool // linked in m's waiting room; guarded by m's lock
+	shared     bool // asks for a shared hold (only a single-key task's entry does)
 	batched    bool // taken into a drive loop's batch (and, if it started, left set); guarded by m's lock
 }
 
@@ -68,9 +68,9 @@ func (t *Task) Init(w Work, shared bool) {
 	if t.need.Load() != 1 {
 		t.need.Store(1)
 	}
-	t.shared = shared
 	t.many = nil
 	t.one.queued, t.one.held, t.one.parked, t.one.batched = false, false, false, false
+	t.one.shared = shared
 	// A reused task keeps its work and entry owner; not writing them again
 	// keeps Mailbox.OldestStamp's unlocked reads free of races.
 	if t.work != w {
@@ -87,7 +87,7 @@ func (t *Task) Init(w Work, shared bool) {
 func (t *Task) InitMany(w Work, n int) []Entry {
 	t.state.Store(Queued)
 	t.need.Store(int32(n))
-	t.shared = false
+	t.one.shared = false
 	t.work = w
 	many := make([]Entry, n)
 	for i := range many {
@@ -116,7 +116,7 @@ func (t *Task) Batched() bool { return t.many == nil && t.one.batched }
 func (t *Task) State() int32 { return t.state.Load() }
 
 // Shared reports whether the task takes shared holds.
-func (t *Task) Shared() bool { return t.shared }
+func (t *Task) Shared() bool { return t.one.shared }
 
 // Cancel withdraws a task that has not started: it leaves every queue it is
 // in and gives back every hold it has, and the caller then owns its
