@@ -572,8 +572,9 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 		return k
 	}
 	c := jobOf[K](t).ctx
+	stripe := e.router.Index(k) // k last used the stripe, so it maps to it
 	for _, jk := range c.keys() {
-		if e.router.Index(jk) == m.Slot {
+		if e.router.Index(jk) == stripe {
 			return jk
 		}
 	}

@@ -96,3 +96,70 @@ func heapInUse() uint64 {
 	runtime.ReadMemStats(&ms)
 	return ms.HeapInuse
 }
+
+// TestStripesHotKeysNames: in striped mode HotKeys names a busy stripe
+// after a key of its oldest task that maps to that stripe: a DoMany queued
+// on two stripes is named by its key on each, not by the key that last used
+// the stripe nor by its other key.
+func TestStripesHotKeysNames(t *testing.T) {
+	e := newExec[int](t, executor.WithStripes(2), executor.WithWorkers(2))
+	ctx := context.Background()
+	// Keys on 0's stripe make a Do nested in a Do on 0 re-entrant.
+	var same, other []int
+	err := e.Do(ctx, 0, func(ctx context.Context) error {
+		for k := 1; len(same) == 0 || len(other) == 0; k++ {
+			switch err := e.Do(ctx, k, func(context.Context) error { return nil }); err {
+			case executor.ErrReentrant:
+				same = append(same, k)
+			case nil:
+				other = append(other, k)
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("probing stripes: %v", err)
+	}
+	third, far := same[0], other[0]
+	gate, started := make(chan struct{}), make(chan struct{}, 2)
+	defer close(gate)
+	block := func(context.Context) error { started <- struct{}{}; <-gate; return nil }
+	for _, k := range []int{0, far} {
+		if _, err := e.Submit(ctx, k, block); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-started
+	<-started
+	many := make(chan error, 1)
+	go func() { many <- e.DoMany(ctx, []int{far, 0}, func(context.Context) error { return nil }) }()
+	eventually(t, "the DoMany to queue on both stripes", func() bool {
+		n := 0
+		for _, kl := range e.HotKeys(2) {
+			n += kl.Pending
+		}
+		return n == 4 // two blockers, and the DoMany on each stripe
+	})
+	if _, err := e.Submit(ctx, third, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	want := map[int]int{0: 3, far: 2} // blocker, DoMany (and third's task on 0's stripe)
+	hot := e.HotKeys(2)
+	if len(hot) != 2 {
+		t.Fatalf("HotKeys = %+v; want two busy stripes", hot)
+	}
+	for _, kl := range hot {
+		if n, ok := want[kl.Key]; !ok || n != kl.Pending {
+			t.Errorf("HotKeys = %+v; want stripes named %d (3 pending) and %d (2 pending)", hot, 0, far)
+			break
+		}
+	}
+	gate <- struct{}{}
+	gate <- struct{}{}
+	if err := <-many; err != nil {
+		t.Errorf("DoMany = %v; want nil", err)
+	}
+	waitIdle(t, e)
+}

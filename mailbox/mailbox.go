@@ -32,14 +32,12 @@ type Mailbox struct {
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
-	park list
+	// Made on the first Park (most mailboxes never need one) and kept.
+	park *list
 
 	// Service-rate estimate for retry hints, kept only while a queue stands:
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
-
-	// Slot is free for the owner (the router keeps the key's index here).
-	Slot int
 
 	// The small fields last, packed (a mailbox lives as long as its key is
 	// busy: its size is most of what a waiting key costs).
@@ -100,6 +98,9 @@ func (m *Mailbox) ServiceTime() time.Duration {
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.parked = true
+	if m.park == nil {
+		m.park = new(list)
+	}
 	m.park.push(e)
 	m.parked.Add(1)
 }
@@ -126,7 +127,7 @@ func (m *Mailbox) unpark(e *Entry) {
 // caller then calls wake, as after any change to the queue (a running
 // batch need not: the drive loop finds them when the batch ends).
 func (m *Mailbox) promote() {
-	for m.park.head != nil && (m.limit == 0 || m.pending.Load() < m.limit) {
+	for m.parked.Load() > 0 && (m.limit == 0 || m.pending.Load() < m.limit) {
 		e := m.park.head
 		if !e.t.work.Admit() {
 			return // refused: the submitter takes it out (Unpark)

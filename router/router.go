@@ -59,7 +59,6 @@ func New[K comparable](r *mailbox.Runner, stripes, limit int) *Router[K] {
 			s := &rt.stripes[i]
 			s.r = rt
 			s.mb.Init(&s.mu, r, s, limit)
-			s.mb.Slot = i
 		}
 		return rt
 	}
