@@ -75,8 +75,13 @@ type block struct{}
 // and a new submission never overtakes one already waiting; a waiter that
 // gives up leaves nothing behind. A waiter enters its key's queue as soon as
 // a task of the key ends; once Close has begun none enters, and all leave
-// with ErrClosed. A DoMany that meets a full key retries with
-// a short backoff instead of waiting in line.
+// with ErrClosed.
+//
+// A DoMany that meets a full key does not wait in line: it retries with a
+// backoff (50µs, doubling to 10ms), all its keys at once. Calls waiting in
+// line on that key go first, so while the key stays full and others keep
+// waiting for it, the DoMany keeps losing and waits until its ctx ends: give
+// it a deadline, or cap such keys with room to spare.
 func Block() Policy { return block{} }
 
 func (block) Decide(l Load) Verdict {
