@@ -81,7 +81,10 @@ type block struct{}
 // backoff (50µs, doubling to 10ms), all its keys at once. Calls waiting in
 // line on that key go first, so while the key stays full and others keep
 // waiting for it, the DoMany keeps losing and waits until its ctx ends: give
-// it a deadline, or cap such keys with room to spare.
+// it a deadline, or cap such keys with room to spare. (Waiting in line on
+// all its keys would hold room on the keys that are free for a DoMany that
+// cannot start yet; a task running on one of its other keys that makes a
+// nested call on a held one could then wait for it forever.)
 func Block() Policy { return block{} }
 
 func (block) Decide(l Load) Verdict {
