@@ -18,9 +18,12 @@ import (
 // Submit, Do, DoShared, DoMany, cancel, release (a running task returns,
 // fails or panics) and Close — and checks it after every step against a
 // small sequential reference model. The header picks the configuration:
-// workers, throughput, caps, and two modes: striped (WithStripes(1), so
-// every key shares one mailbox) and blocking (backpressure.Block, so a
-// call at a cap waits in a FIFO waiting room instead of being refused).
+// workers, throughput, caps, and three modes: striped (WithStripes(1), so
+// every key shares one mailbox), blocking (backpressure.Block, so a call at
+// a cap waits in a FIFO waiting room instead of being refused) and, if not
+// blocking, aging (backpressure.MaxQueueDelay(10ms): a key whose oldest
+// waiting task has waited longer is refused; one operation then lets the
+// bubble's clock run 6ms instead of releasing a task).
 //
 // Every task body blocks on its own gate until the driver releases it, and
 // the whole run happens in a synctest bubble: after each operation
@@ -35,6 +38,7 @@ import (
 //   - admission: per-key and global caps, ErrClosed after Close, a ctx that
 //     already ended is refused and counted nowhere; under Block, which
 //     waiting call enters when a task ends or a waiting call gives up;
+//     under MaxQueueDelay, the age of each key's oldest waiting task;
 //   - each call's result (nil, fn's error, *PanicError, ctx's error,
 //     ErrBusy, ErrClosed), delivered exactly once and only after its task
 //     ended;
@@ -48,7 +52,10 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{2, 1, 0, 0, 0, 0, 0, 1, 0, 2, 3, 0, 1, 7, 1, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 3, 2, 1, 0, 4, 1, 4, 2, 7, 0, 5, 0, 5, 0})
 	f.Add([]byte{2, 0, 4, 5, 3, 1, 2, 0, 3, 2, 1, 1, 0, 0x12, 1, 6, 0, 4, 3, 6, 1, 7, 1, 6, 0, 6, 0})
-	// Striped (0x80 on workers), blocking (0x80 on throughput), both.
+	// Striped (0x80 on workers), blocking (0x80 on throughput), both;
+	// aging (0x80 on the key cap), alone and striped.
+	f.Add([]byte{1, 2, 0x80, 0, 0, 0, 0, 0, 1, 0, 2, 0, 6, 0, 6, 0, 1, 0, 0, 1, 5, 0, 1, 1, 5, 0, 5, 0})
+	f.Add([]byte{0x80, 0, 0x83, 0, 0, 0, 0, 1, 1, 6, 0, 0, 2, 0, 4, 1, 6, 0, 0, 1, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x81, 1, 0, 0, 0, 0, 0, 1, 2, 0, 3, 0, 2, 1, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x81, 0x82, 2, 4, 1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 0, 0, 4, 2, 5, 0, 4, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{1, 0x80, 0, 3, 0, 0, 0, 1, 1, 0, 3, 2, 0, 0, 1, 0, 4, 3, 5, 0, 5, 0, 5, 0, 5, 0})
@@ -63,15 +70,23 @@ func FuzzExecutor(f *testing.F) {
 
 const fuzzKeys = 3
 
+// The aging mode's MaxQueueDelay, and how far one "time passes" step moves
+// the clock: waits are multiples of the tick, never equal to the limit.
+const (
+	fuzzAge  = 10 * time.Millisecond
+	fuzzTick = 6 * time.Millisecond
+)
+
 type fuzzTask struct {
 	id       int
 	kind     string
 	keys     []int
 	qs       []int // the model's queues the task is in (one per mailbox)
 	shared   bool
-	park     int  // where it waits for room, if it does: parkGlobal, parkKey
-	accepted bool // counted in Submitted and queued
-	behavior int  // 0 ok, 1 error, 2 panic
+	park     int           // where it waits for room, if it does: parkGlobal, parkKey
+	accepted bool          // counted in Submitted and queued
+	at       time.Duration // when it was accepted, on the bubble's clock since t0
+	behavior int           // 0 ok, 1 error, 2 panic
 	gate     chan struct{}
 	cancel   context.CancelFunc
 
@@ -106,6 +121,8 @@ type fuzzRun struct {
 
 	workers, throughput, keyCap, globalCap int
 	striped, block                         bool
+	age                                    time.Duration // MaxQueueDelay's d; 0: not aging
+	t0                                     time.Time     // the bubble's clock at the start
 
 	e     *executor.Executor[int]
 	flags *fuzzStartFlags
@@ -137,8 +154,12 @@ func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 	r.workers, r.striped = 1+int(b%3), b&0x80 != 0
 	b = r.next()
 	r.throughput, r.block = 1+int(b%3), b&0x80 != 0
-	if c := r.next() % 5; c > 1 {
+	b = r.next()
+	if c := b % 5; c > 1 {
 		r.keyCap = int(c)
+	}
+	if b&0x80 != 0 && !r.block {
+		r.age = fuzzAge
 	}
 	if c := r.next() % 8; c > 2 {
 		r.globalCap = int(c)
@@ -170,6 +191,10 @@ func (r *fuzzRun) run() {
 	if r.block {
 		opts = append(opts, executor.WithPolicy(backpressure.Block()))
 	}
+	if r.age > 0 {
+		opts = append(opts, executor.WithPolicy(backpressure.MaxQueueDelay(r.age)))
+	}
+	r.t0 = time.Now()
 	e, err := executor.New[int](opts...)
 	if err != nil {
 		t.Fatalf("New: %v", err)
@@ -255,6 +280,10 @@ func (r *fuzzRun) apply(op byte) string {
 		}
 		return fmt.Sprintf("cancel %d", ft.id)
 	case 5, 6:
+		if op%8 == 6 && r.age > 0 {
+			time.Sleep(fuzzTick) // the bubble's clock runs once every goroutine waits
+			return fmt.Sprintf("time passes (%v)", fuzzTick)
+		}
 		running := r.running()
 		if len(running) == 0 {
 			return "release (none)"
@@ -281,6 +310,12 @@ func (r *fuzzRun) submit(kind string) string {
 			// in line: its turn is not for the model to say.
 			ft.kind, ft.keys = "Do", ft.keys[:1]
 		}
+	}
+	if r.age > 0 && (kind == "DoMany" || kind == "DoShared") {
+		// A granted task that waits for its other mailboxes or for a
+		// slot is no longer queued, so its age does not count; when that
+		// happens is not for the model to say.
+		ft.kind, ft.keys = "Do", ft.keys[:1]
 	}
 	kind = ft.kind
 	ft.shared = kind == "DoShared"
@@ -323,6 +358,9 @@ func (r *fuzzRun) submit(kind string) string {
 		for _, q := range ft.qs {
 			if r.keyCap > 0 && len(r.queue[q]) >= r.keyCap {
 				refuse = executor.ErrBusy
+			}
+			if old := r.oldestWaiting(q); r.age > 0 && old != nil && time.Since(r.t0)-old.at > r.age {
+				refuse = executor.ErrBusy // the key's queue is too old
 			}
 		}
 	}
@@ -405,12 +443,22 @@ func (r *fuzzRun) arriveKey(ft *fuzzTask) string {
 			return " (waits for key room)"
 		}
 	}
-	ft.park, ft.accepted = 0, true
+	ft.park, ft.accepted, ft.at = 0, true, time.Since(r.t0)
 	r.want.Submitted++
 	for _, q := range ft.qs {
 		r.queue[q] = append(r.queue[q], ft)
 	}
 	return ""
+}
+
+// oldestWaiting returns queue q's oldest task that has not started, or nil.
+func (r *fuzzRun) oldestWaiting(q int) *fuzzTask {
+	for _, ft := range r.queue[q] {
+		if !ft.started {
+			return ft
+		}
+	}
+	return nil
 }
 
 // reservations counts what the global cap counts: accepted tasks that
@@ -776,8 +824,8 @@ func sameOutcome(got, want error) bool {
 }
 
 func (r *fuzzRun) dump() {
-	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v",
-		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block)
+	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v, max queue delay %v",
+		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block, r.age)
 	for i, d := range r.trace {
 		r.t.Logf("step %d: %s", i, d)
 	}
