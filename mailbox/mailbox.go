@@ -149,23 +149,38 @@ func (m *Mailbox) Oldest() *Task {
 	return m.Head()
 }
 
-// OldestStamp returns the stamp (Task.SetStamp) of the oldest task that has
-// not started, and false if there is none (locked).
+// OldestStamp returns the stamp (Task.SetStamp) of the oldest task that
+// waits (it has not started and was not withdrawn), and false if there is
+// none (locked).
 //
-// The next task of a running batch is read while the drive loop runs
-// unlocked: by the time its stamp is read it may have started, ended and
-// been reused by its owner. The loop moves the cursor past a task before it
+// The tasks of a running batch are read while the drive loop runs unlocked:
+// by the time a stamp is read its task may have started, ended and been
+// reused by its owner. The loop moves the cursor past a task before it
 // starts it, and no new batch starts while m is locked, so a cursor that
-// still points at the task after the read proves the stamp was its own.
+// still points where it did after the read proves that neither that task
+// nor any after it had started. A withdrawn task may stay in the batch until
+// the loop skips it; it is skipped here too: it no longer waits. (Only a
+// withdrawn entry's link is followed: its owner never reuses it, so the
+// link stays as the batch was cut, under m's lock.)
 func (m *Mailbox) OldestStamp() (int64, bool) {
 	for {
 		e := m.cursor.Load()
 		if e == nil {
 			break
 		}
-		at := e.t.stamp.Load()
+		f := e
+		for f != nil && f.t.state.Load() == Canceled {
+			f = f.next
+		}
+		var at int64
+		if f != nil {
+			at = f.t.stamp.Load()
+		}
 		if m.cursor.Load() == e {
-			return at, true
+			if f != nil {
+				return at, true
+			}
+			break // every task left in the batch was withdrawn
 		}
 	}
 	if m.queue.head == nil {

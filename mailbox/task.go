@@ -121,6 +121,8 @@ func (t *Task) Shared() bool { return t.one.shared }
 // Cancel withdraws a task that has not started: it leaves every queue it is
 // in and gives back every hold it has, and the caller then owns its
 // settlement. Cancel reports false if the task already started or ended.
+// A withdrawn task may stay linked in a running batch until the drive loop
+// skips it, and OldestStamp follows its link: its owner must never reuse it.
 func (t *Task) Cancel() bool {
 	for {
 		s := t.state.Load()
