@@ -359,8 +359,10 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			break
 		}
 		if v == backpressure.Wait {
-			// Waiting for room on several keys at once would need a
-			// waiting room spanning mailboxes; a DoMany polls instead.
+			// Waiting in line on every key would hold room on the free
+			// ones, which a task nested on them may need while it holds
+			// a key this DoMany waits for (see backpressure.Block): a
+			// DoMany polls instead.
 			entries = j.mt.InitMany(j, len(keys))
 			err = e.pause(ctx, backoff)
 		}
