@@ -159,18 +159,26 @@ func (m *Mailbox) Oldest() *Task {
 // starts it, and no new batch starts while m is locked, so a cursor that
 // still points where it did after the read proves that neither that task
 // nor any after it had started. A withdrawn task may stay in the batch until
-// the loop skips it; it is skipped here too: it no longer waits. (Only a
-// withdrawn entry's link is followed: its owner never reuses it, so the
-// link stays as the batch was cut, under m's lock.)
+// the loop skips it; it is skipped here too: it no longer waits. Only the
+// link of an entry found withdrawn while the cursor had not moved is
+// followed: that entry was withdrawn from this batch, its owner never reuses
+// it, so its link stays as the batch was cut, under m's lock.
 func (m *Mailbox) OldestStamp() (int64, bool) {
 	for {
 		e := m.cursor.Load()
 		if e == nil {
 			break
 		}
-		f := e
+		f, moved := e, false
 		for f != nil && f.t.state.Load() == Canceled {
+			if m.cursor.Load() != e {
+				moved = true // f may have run and been reused: its state proves nothing
+				break
+			}
 			f = f.next
+		}
+		if moved {
+			continue
 		}
 		var at int64
 		if f != nil {
