@@ -164,21 +164,18 @@ func (m *Mailbox) Oldest() *Task {
 // followed: that entry was withdrawn from this batch, its owner never reuses
 // it, so its link stays as the batch was cut, under m's lock.
 func (m *Mailbox) OldestStamp() (int64, bool) {
+read:
 	for {
 		e := m.cursor.Load()
 		if e == nil {
 			break
 		}
-		f, moved := e, false
+		f := e
 		for f != nil && f.t.state.Load() == Canceled {
 			if m.cursor.Load() != e {
-				moved = true // f may have run and been reused: its state proves nothing
-				break
+				continue read // f may have run and been reused: its state proves nothing
 			}
 			f = f.next
-		}
-		if moved {
-			continue
 		}
 		var at int64
 		if f != nil {
