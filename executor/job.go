@@ -18,9 +18,11 @@ import (
 // Executor.recycle), so such a call allocates only its taskCtx, which fn may
 // keep. A job goes back to the pool only once nothing can refer to it any
 // more: it was never accepted, or it ran inline, or it ran from a queue, its
-// caller has seen it end and the executor is not closing (a giving-up Close
-// cancels jobs it listed earlier). A canceled job may still be linked in a
-// drive loop's batch, so it is left to the GC. An
+// caller has seen it end, the executor is not closing (a giving-up Close
+// cancels jobs it listed earlier) and not striped (HotKeys names a stripe
+// after the next task of a running batch). A canceled job may still be
+// linked in a drive loop's batch (Mailbox.OldestStamp follows its link), so
+// it is left to the GC. An
 // asynchronous job is allocated with its context and its Task in one object
 // (asyncJob) and left to the GC: its Task is the caller's to keep.
 //
