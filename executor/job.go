@@ -2,11 +2,8 @@ package executor
 
 import (
 	"context"
-	"runtime/debug"
 	"sync/atomic"
 	"time"
-
-	"go.uber.org/zap"
 
 	"github.com/perkey/perkey/mailbox"
 )
@@ -138,10 +135,7 @@ func (j *job[K]) Run() {
 func (j *job[K]) call() (err error, panicked bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			err, panicked = pe, true
-			j.ctx.e.log.Error("task panicked",
-				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			err, panicked = j.ctx.recovered(v), true
 		}
 	}()
 	return j.fn(j.ctx), false
