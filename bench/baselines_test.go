@@ -57,6 +57,9 @@ var peers = []impl{
 // peer against it) followed by the baselines.
 func withPeers(p impl) []impl { return append([]impl{p}, peers...) }
 
+// renamed returns im under another name.
+func renamed(im impl, name string) impl { im.name = name; return im }
+
 // peer returns the baseline called name.
 func peer(name string) impl {
 	for _, p := range peers {

@@ -40,7 +40,10 @@
 //     perkey for reference.
 //   - ReferenceWorkload: 1,000 tasks of time.Sleep(1ms) over 50 keys from
 //     1,000 goroutines (perkey with WithWorkers(64)); impl=ideal is 50
-//     goroutines sleeping 20 times each. Reports ms/op.
+//     goroutines sleeping 20 times each. impl=perkey-submit and
+//     impl=actor-submit submit the same tasks from one goroutine and wait
+//     for all (the lock peers' Submit would run them one after another).
+//     Reports ms/op.
 //   - BytesPerWaitingKey: heap and stack growth per key with one task
 //     waiting on each of 100,000 keys (perkey's only worker blocked; the
 //     actor's goroutines parked in their task). Reports B/key.

@@ -10,7 +10,8 @@ import (
 )
 
 // The reference workload: refOps tasks of refSleep over refKeys keys, each
-// submitted from a goroutine of its own.
+// submitted from a goroutine of its own (impl=perkey and the locks), or all
+// from one goroutine (impl=*-submit).
 const (
 	refOps   = 1000
 	refKeys  = 50
@@ -38,6 +39,30 @@ func BenchmarkReferenceWorkload(b *testing.B) {
 							b.Error(err)
 						}
 					})
+				}
+				wg.Wait()
+			}
+			b.StopTimer()
+			reportMillis(b)
+		})
+	}
+	// The same workload submitted by one goroutine, for the implementations
+	// whose Submit queues (the locks' runs fn inline, one task after another).
+	for _, im := range []impl{perkeyImpl("perkey-submit", executor.WithWorkers(64)), renamed(peer("actor"), "actor-submit")} {
+		b.Run("impl="+im.name, func(b *testing.B) {
+			k := im.make()
+			defer k.Close()
+			ctx := context.Background()
+			var wg sync.WaitGroup
+			fn := func(ctx context.Context) error { defer wg.Done(); return sleep(ctx) }
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				wg.Add(refOps)
+				for i := range refOps {
+					if err := k.Submit(ctx, ks[i%refKeys], fn); err != nil {
+						b.Fatal(err)
+					}
 				}
 				wg.Wait()
 			}
