@@ -77,6 +77,13 @@ type block struct{}
 // a task of the key ends; once Close has begun none enters, and all leave
 // with ErrClosed.
 //
+// A nested call (one made with a running task's ctx) waits like any other
+// and lends its task's execution slot meanwhile, except where the room it
+// would wait for is held by its own task and comes back only once that task
+// returns: at the executor-wide cap (every reservation may be held by tasks
+// waiting on nested calls) and on a key its task holds (a nested Submit). It
+// is refused at once with ErrBusy there.
+//
 // A DoMany that meets a full key does not wait in line: it retries with a
 // backoff (50µs, doubling to 10ms), all its keys at once. Calls waiting in
 // line on that key go first, so while the key stays full and others keep

@@ -72,9 +72,13 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 	e.unreserve()
 	// Over the cap, or others wait ahead (no barging): the load is full.
 	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
-	if e.cfg.policy.Decide(load) == backpressure.Wait {
+	if e.cfg.policy.Decide(load) == backpressure.Wait && e.innermost(ctx) == nil {
 		return e.parkGlobal(ctx)
 	}
+	// A nested call is refused rather than made to wait: its own task (and
+	// any it is nested in, and the tasks queued behind them) hold room that
+	// is given back only once it returns. With every reservation held so,
+	// it would wait forever.
 	return e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
@@ -161,8 +165,11 @@ func (e *Executor[K]) handGlobal() {
 
 // park waits, after the mailbox parked j, until j is admitted to the queue,
 // ctx ends or the executor closes; in the last two cases j leaves the
-// waiting room and was never accepted.
-func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox) error {
+// waiting room and was never accepted. A nested call (outer is its task)
+// lends the task's slot while it waits: the tasks it waits for may need it.
+func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) error {
+	lent := e.lend(outer)
+	defer e.unlend(outer, lent)
 	select {
 	case <-j.done:
 		e.accepted()
@@ -182,8 +189,11 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox) e
 	return e.reject(ErrClosed)
 }
 
-// pause sleeps d unless ctx ends or the executor closes first.
-func (e *Executor[K]) pause(ctx context.Context, d time.Duration) error {
+// pause sleeps d unless ctx ends or the executor closes first. A nested
+// call (outer is its task) lends the task's slot meanwhile.
+func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx[K]) error {
+	lent := e.lend(outer)
+	defer e.unlend(outer, lent)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -222,12 +232,17 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 	case v != backpressure.Reject && !full:
 		return backpressure.Admit, nil
 	}
-	be := &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey, Pending: load.Pending,
-		Limit: limit, Retry: m.ServiceTime()}
+	be := e.keyBusy(m, key)
 	if !full {
 		be.Scope, be.Wait = backpressure.ScopeDelay, load.OldestWait
 	}
 	return backpressure.Reject, be
+}
+
+// keyBusy describes key's mailbox m at its cap (locked).
+func (e *Executor[K]) keyBusy(m *mailbox.Mailbox, key K) *backpressure.BusyError {
+	return &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey,
+		Pending: m.Pending() + m.Parked(), Limit: e.cfg.maxPerKey, Retry: m.ServiceTime()}
 }
 
 // reject counts and logs a refusal by backpressure, and reports it and a

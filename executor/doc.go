@@ -24,9 +24,13 @@
 // The ctx a task's fn receives marks the keys the task holds. A Do,
 // DoShared, DoMany or Task.Wait made with that ctx (or one derived from it)
 // is a nested call: on a held key it returns ErrReentrant at once instead of
-// deadlocking (or runs inline with WithReentrant), and while it waits it
-// lends the task's execution slot, so nesting never exhausts the pool, even
-// with WithWorkers(1). Work submitted with a task's ctx inherits the marks
+// deadlocking (or runs inline with WithReentrant), and while it waits (for
+// its turn, or for room under backpressure.Block) it lends the task's
+// execution slot, so nesting never exhausts the pool, even with
+// WithWorkers(1). Under Block a nested call never waits for room that its
+// own task holds: at the WithMaxPending cap, or on a key the task holds (a
+// nested Submit), it is refused at once with ErrBusy, since that room comes
+// back only once the task returns. Work submitted with a task's ctx inherits the marks
 // while that task runs; detached work should use a fresh ctx. Two tasks that
 // wait on each other's keys form a cycle no executor can break: take both
 // keys with DoMany. Close called from inside a task returns ErrReentrant.

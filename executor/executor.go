@@ -236,12 +236,23 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		e.unreserve()
 		return false, e.reject(err)
 	case backpressure.Wait:
+		if outer == nil {
+			outer = e.innermost(ctx) // a Submit passes none
+		}
+		if outer != nil && e.held(ctx, key) {
+			// A nested Submit on a key its task holds: the room it would
+			// wait for is given back only once that task ends.
+			be := e.keyBusy(m, key)
+			m.Unlock()
+			e.unreserve()
+			return false, e.reject(be)
+		}
 		if j.done == nil {
 			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 		}
 		m.Park(j.mt.Entry())
 		m.Unlock()
-		return false, e.park(ctx, j, m)
+		return false, e.park(ctx, j, m, outer)
 	}
 	if inline && m.CanHold(j.mt.Shared()) {
 		if slot := e.takeSlot(outer); slot != noSlot {
@@ -375,7 +386,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			// a key this DoMany waits for (see backpressure.Block): a
 			// DoMany polls instead.
 			entries = j.mt.InitMany(j, len(keys))
-			err = e.pause(ctx, backoff)
+			err = e.pause(ctx, backoff, outer)
 		}
 		if err != nil {
 			e.unreserve()

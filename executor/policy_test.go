@@ -224,3 +224,139 @@ func TestCustomPolicyEveryOther(t *testing.T) {
 		t.Errorf("Stats = %+v; want 5 rejected, 5 submitted", s)
 	}
 }
+
+// TestBlockNestedGlobal: under Block, a nested call at the global cap is
+// refused at once instead of waiting: the room it would wait for is held by
+// its own task (and here by the only other one), given back only once it
+// returns. A call from outside still waits.
+func TestBlockNestedGlobal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[int](executor.WithWorkers(4), executor.WithMaxPending(2), executor.WithPolicy(backpressure.Block()))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		release, nest := make(chan struct{}), make(chan struct{})
+		nested := make(chan error, 2)
+		go e.Do(bg, 1, func(context.Context) error { <-release; return nil })
+		outer := make(chan error, 1)
+		go func() {
+			outer <- e.Do(bg, 0, func(ctx context.Context) error {
+				<-nest
+				nested <- e.Do(ctx, 5, func(context.Context) error { return nil })
+				_, err := e.Submit(ctx, 6, func(context.Context) error { return nil })
+				nested <- err
+				return nil
+			})
+		}()
+		synctest.Wait()
+		outside := make(chan error, 1)
+		go func() { outside <- e.Do(bg, 7, func(context.Context) error { return nil }) }()
+		close(nest)
+		synctest.Wait()
+		for _, call := range []string{"Do", "Submit"} {
+			select {
+			case err := <-nested:
+				var be *backpressure.BusyError
+				if !errors.As(err, &be) || be.Scope != backpressure.ScopeGlobal {
+					t.Errorf("nested %s at the global cap = %v; want a global *BusyError", call, err)
+				}
+			default:
+				t.Fatalf("nested %s at the global cap is waiting for room its own task holds", call)
+			}
+		}
+		if err := <-outer; err != nil {
+			t.Errorf("outer Do = %v; want nil", err)
+		}
+		close(release)
+		if err := <-outside; err != nil {
+			t.Errorf("Do from outside = %v; want nil: it waits for room", err)
+		}
+		if s := e.Stats(); s.Rejected != 2 || s.Submitted != 3 {
+			t.Errorf("Stats = %+v; want 2 rejected, 3 submitted", s)
+		}
+	})
+}
+
+// TestBlockNestedOwnKey: under Block, a nested Submit on a key its task
+// holds, at that key's cap, is refused at once: the room is given back only
+// once the task ends.
+func TestBlockNestedOwnKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[int](executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block()))
+		defer e.Close(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- e.Do(context.Background(), 0, func(ctx context.Context) error {
+				_, err := e.Submit(ctx, 0, func(context.Context) error { return nil })
+				return err
+			})
+		}()
+		synctest.Wait()
+		select {
+		case err := <-done:
+			var be *backpressure.BusyError
+			if !errors.As(err, &be) || be.Scope != backpressure.ScopeKey || be.Key != 0 {
+				t.Errorf("nested Submit on its own full key = %v; want a *BusyError for key 0", err)
+			}
+		default:
+			t.Fatal("nested Submit on its own full key is waiting for its own task to end")
+		}
+	})
+}
+
+// TestBlockNestedLendsSlot: a nested call waiting for room on another key
+// lends its task's execution slot, as a nested call waiting for its turn
+// does: with one worker, the task that holds the room needs that slot.
+func TestBlockNestedLendsSlot(t *testing.T) {
+	calls := []struct {
+		name string
+		call func(e *executor.Executor[int], ctx context.Context) error
+	}{
+		{"Do", func(e *executor.Executor[int], ctx context.Context) error {
+			return e.Do(ctx, 1, func(context.Context) error { return nil })
+		}},
+		{"Submit", func(e *executor.Executor[int], ctx context.Context) error {
+			task, err := e.Submit(ctx, 1, func(context.Context) error { return nil })
+			if err != nil {
+				return err
+			}
+			return task.Wait(ctx)
+		}},
+		{"DoMany", func(e *executor.Executor[int], ctx context.Context) error {
+			return e.DoMany(ctx, []int{1, 2}, func(context.Context) error { return nil })
+		}},
+	}
+	for _, c := range calls {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := executor.New[int](executor.WithWorkers(1), executor.WithMaxQueuePerKey(1),
+					executor.WithPolicy(backpressure.Block()))
+				defer e.Close(context.Background())
+				bg := context.Background()
+				nest := make(chan struct{})
+				done := make(chan error, 1)
+				go func() {
+					done <- e.Do(bg, 0, func(ctx context.Context) error { <-nest; return c.call(e, ctx) })
+				}()
+				synctest.Wait()
+				// Key 1 is full, its task queued for the one slot task 0 has.
+				if _, err := e.Submit(bg, 1, func(context.Context) error { return nil }); err != nil {
+					t.Fatal(err)
+				}
+				close(nest)
+				time.Sleep(time.Second) // a DoMany polls: let its backoff run
+				synctest.Wait()
+				select {
+				case err := <-done:
+					if err != nil {
+						t.Errorf("outer Do = %v; want nil", err)
+					}
+				default:
+					t.Fatalf("nested %s waiting for room kept the only slot: deadlock", c.name)
+				}
+				if s := e.Stats(); s.Completed != 3 || s.Rejected != 0 {
+					t.Errorf("Stats = %+v; want 3 completed, none rejected", s)
+				}
+			})
+		})
+	}
+}
