@@ -341,7 +341,9 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // ErrNoKeys. If any key is at its cap nothing is enqueued and the
 // *backpressure.BusyError names that key. Concurrent DoMany and Do calls
 // made from outside tasks never deadlock, whatever the keys and whatever
-// their type: K needs no ordering. A DoMany is one task for WithMaxPending
+// their type: K needs no ordering (a nested call from inside a task can wait
+// on a DoMany that waits for that task: see "Nested calls" in the package
+// doc). A DoMany is one task for WithMaxPending
 // and one pending task on each of its keys. Everything else is as for Do.
 func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {

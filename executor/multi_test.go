@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -239,4 +241,47 @@ func pendingOf[K comparable](e *executor.Executor[K], key K) int {
 		}
 	}
 	return 0
+}
+
+// TestNestedWaitsOnDoMany pins down the cycle the package doc describes: a
+// DoMany on a and b that holds b and waits for a, and the task on a that
+// makes a nested call on b, wait on each other until the nested call's ctx
+// ends. Then the nested call gives its place back, and everything completes.
+func TestNestedWaitsOnDoMany(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[string](executor.WithWorkers(4))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		nest := make(chan struct{})
+		nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+		go func() {
+			outer <- e.Do(bg, "a", func(ctx context.Context) error {
+				<-nest
+				ctx, cancel := context.WithTimeout(ctx, time.Second)
+				defer cancel()
+				nested <- e.Do(ctx, "b", nop)
+				return nil
+			})
+		}()
+		synctest.Wait()
+		go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
+		synctest.Wait() // the DoMany holds b and waits for a
+		close(nest)
+		synctest.Wait()
+		select {
+		case err := <-nested:
+			t.Fatalf("nested call on b returned %v while the DoMany held b", err)
+		default:
+		}
+		time.Sleep(time.Second)
+		if err := <-nested; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("nested call = %v; want its ctx's DeadlineExceeded", err)
+		}
+		if err := <-outer; err != nil {
+			t.Errorf("outer Do = %v", err)
+		}
+		if err := <-many; err != nil {
+			t.Errorf("DoMany = %v", err)
+		}
+	})
 }
