@@ -161,6 +161,16 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 	default:
 		t.do = panicky
 	}
+	// Some fns first make a nested call (see harness.nest), on a key above
+	// all of theirs; not in striped mode, where key order says nothing
+	// about the order of stripes.
+	if o != opGate && g.spec.stripes == 0 && p.r.IntN(100) < nestPercent {
+		if top := slices.Max(keys); top < p.h.cfg.Keys-1 {
+			in := p.newTask(g, opDo, []int{top + 1 + p.r.IntN(p.h.cfg.Keys-1-top)}, nil)
+			in.op, in.nested = "nested Do", true
+			t.inner = in
+		}
+	}
 	return t
 }
 

@@ -16,6 +16,7 @@ type Report struct {
 	Elapsed time.Duration
 
 	Ops                  [numOps]int64 // producer steps by kind
+	Nested               int64         // nested calls made from inside fns
 	Runs                 int64         // fns that ran
 	WaitP50, WaitP99     time.Duration // submission to fn start
 	WaitMax              time.Duration
@@ -68,6 +69,7 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	r.WaitMaxTask = h.slowestTask
 	h.slowMu.Unlock()
 	r.CloseP50, r.CloseMax = h.closeTime.quantile(0.50), time.Duration(h.closeTime.max.Load())
+	r.Nested = h.nested.Load()
 	for i := range r.Ops {
 		r.Ops[i] = h.calls[i].Load()
 	}
@@ -124,6 +126,7 @@ func (r *Report) Print(w io.Writer) {
 		mix = append(mix, fmt.Sprintf("%s %.0f%%", op(o), 100*float64(n)/float64(max(ops, 1))))
 	}
 	row("  mix", "", strings.Join(mix, ", "))
+	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s")
 	row("  queue wait p50", dur(r.WaitP50), "")
 	row("  queue wait p99", dur(r.WaitP99), "")
 	row("  queue wait max", dur(r.WaitMax), r.WaitMaxTask)

@@ -71,6 +71,8 @@ const (
 	waitWatchdog   = 30 * time.Second // a Wait gives up here, so a lost task cannot hang the run
 	withdrawLimit  = 5 * time.Second  // a canceled, queued task must free its place within this
 	victimPatience = 20 * time.Millisecond
+	nestPatience   = 5 * time.Millisecond // a nested call's ctx (see harness.nest)
+	nestPercent    = 5                    // of tasks whose fn makes a nested call
 	goroutineSlack = 2
 	heapSlack      = 16 << 20
 	sampleEvery    = 5 * time.Millisecond
@@ -100,6 +102,7 @@ type harness struct {
 	rejected                      [4]atomic.Int64 // by backpressure.Scope
 	gates, gateVoid               atomic.Int64
 	calls                         [numOps]atomic.Int64
+	nested                        atomic.Int64 // nested calls made from fns
 	forced, drained, concurrent   atomic.Int64
 	generations                   atomic.Int64
 	closeTime                     histogram

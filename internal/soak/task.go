@@ -44,6 +44,8 @@ type task struct {
 	seq       int64
 	submitted time.Time
 	gate      *gate // non-nil for the gate task of the cancel scenario
+	inner     *task // the nested call fn makes first, if any (see nest)
+	nested    bool  // made from inside another task's fn, with its ctx
 
 	state      atomic.Uint32
 	mustNotRun atomic.Bool // its ctx provably ended while it was queued
@@ -111,6 +113,9 @@ func (h *harness) run(ctx context.Context, t *task) error {
 	if t.gate != nil {
 		return t.gate.hold(ctx)
 	}
+	if t.inner != nil {
+		h.nest(ctx, t)
+	}
 	switch t.do {
 	case slow:
 		h.slow.Add(1)
@@ -129,6 +134,27 @@ func (h *harness) run(ctx context.Context, t *task) error {
 		panic(panicValue{t})
 	}
 	return t.result
+}
+
+// nest makes t's nested call from its fn: a Do with fn's ctx on a key above
+// every key t holds, so nested calls alone never form a cycle. It is bounded
+// by nestPatience: a DoMany that holds the inner key while it waits for one
+// of t's waits for t, and t for the inner call (see the executor's package
+// doc); the inner call's ctx then ends and it gives its place back. While the
+// call waits t lends its execution slot, so t stops counting as running.
+func (h *harness) nest(ctx context.Context, t *task) {
+	in := t.inner
+	ctx, cancel := context.WithTimeout(ctx, nestPatience)
+	defer cancel()
+	in.ctx = ctx
+	h.nested.Add(1)
+	t.g.calls.Add(1)
+	h.running.Add(-1)
+	in.submitted = time.Now()
+	err := t.g.e.Do(ctx, in.keys[0], func(ctx context.Context) error { return h.run(ctx, in) })
+	h.running.Add(1)
+	h.settle(in, err, 0, false)
+	t.g.returns.Add(1)
 }
 
 // noteSlowest remembers the task that waited longest to start.
@@ -180,7 +206,9 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 	switch {
 	case errors.Is(err, backpressure.ErrBusy):
 		t.g.busy.Add(1)
-		t.p.refused = true
+		if !t.nested {
+			t.p.refused = true // the producer's own call: it backs off
+		}
 		var be *backpressure.BusyError
 		if errors.As(err, &be) {
 			h.rejected[be.Scope].Add(1)
