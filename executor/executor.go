@@ -296,12 +296,7 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 }
 
 // recovered turns a value recovered from fn into a *PanicError and logs it
-// with the key. It is kept out of line: the deferred closures that call it
-// run on every task, and its zap fields would otherwise take some 400 bytes
-// of their frames, enough to make a fresh goroutine (a new pond worker, or
-// a caller running fn inline) grow and copy its stack before fn returns.
-//
-//go:noinline
+// with the key.
 func (e *Executor[K]) recovered(v any, key zap.Field) *PanicError {
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
 	e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))

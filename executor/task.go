@@ -205,12 +205,6 @@ func (c *taskCtx[K]) holds(key K) bool {
 	return false
 }
 
-// recovered is Executor.recovered with the task's keys, out of line for the
-// same reason.
-//
-//go:noinline
-func (c *taskCtx[K]) recovered(v any) *PanicError { return c.e.recovered(v, c.keyField()) }
-
 func (c *taskCtx[K]) keyField() zap.Field {
 	if c.multi != nil {
 		return zap.Any("keys", *c.multi)
