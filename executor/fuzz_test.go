@@ -23,7 +23,13 @@ import (
 // a cap waits in a FIFO waiting room instead of being refused) and, if not
 // blocking, aging (backpressure.MaxQueueDelay(10ms): a key whose oldest
 // waiting task has waited longer is refused; one operation then lets the
-// bubble's clock run 6ms instead of releasing a task).
+// bubble's clock run 6ms instead of releasing a task). A fourth bit,
+// nesting (0x40 on workers), lets one operation make a running task call Do
+// from inside its fn, with its own ctx, on any key: the model knows which of
+// those calls are refused (ErrReentrant on a key the task or one it is
+// nested in holds, its ctx's error, ErrClosed, ErrBusy, under Block at the
+// global cap too), that the task lends its worker while the call waits,
+// for its turn or for room, and needs one back when the call returns.
 //
 // Every task body blocks on its own gate until the driver releases it, and
 // the whole run happens in a synctest bubble: after each operation
@@ -33,8 +39,10 @@ import (
 //
 //   - a task runs only when every earlier task on each of its keys has
 //     ended (for a shared task: every earlier exclusive one);
-//   - at most WithWorkers tasks run, and while a worker is free every task
-//     the model says may run is running (nothing stalls);
+//   - at most WithWorkers tasks run (a task waiting in a nested call does
+//     not count), and while a worker is free every task the model says may
+//     run is running and every nested call that ended has returned (nothing
+//     stalls);
 //   - admission: per-key and global caps, ErrClosed after Close, a ctx that
 //     already ended is refused and counted nowhere; under Block, which
 //     waiting call enters when a task ends or a waiting call gives up;
@@ -60,6 +68,15 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x81, 0x82, 2, 4, 1, 0, 0, 1, 1, 0, 1, 2, 0, 1, 0, 0, 4, 2, 5, 0, 4, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{1, 0x80, 0, 3, 0, 0, 0, 1, 1, 0, 3, 2, 0, 0, 1, 0, 4, 3, 5, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0x81, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 2, 5, 0, 7, 0, 5, 0})
+	// Nesting (0x40 on workers; op 6 makes a running task call Do): a
+	// nested call; one waiting for key room under Block; one refused at
+	// Block's global cap; refused on held keys, down a chain; withdrawn
+	// when its task's ctx ends.
+	f.Add([]byte{0x40, 0, 0, 0, 1, 0, 0, 6, 0, 1, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x80, 2, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 6, 1, 1, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x42, 0x80, 0, 3, 1, 0, 0, 1, 1, 0, 1, 2, 0, 6, 0, 2, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0, 3, 0, 0, 1, 6, 0, 1, 0, 6, 0, 2, 0, 6, 0, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0, 1, 0, 0, 0, 1, 0, 6, 0, 1, 0, 4, 0, 5, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -101,6 +118,13 @@ type fuzzTask struct {
 	result chan error      // blocking calls
 	got    bool            // the result was collected
 	ran    *fuzzStartFlags // set by the body
+
+	// Nesting mode.
+	nest        chan *fuzzTask  // nested calls for the running body to make
+	outer       *fuzzTask       // a nested call's task: whose fn made it
+	inner       *fuzzTask       // the nested call the body is in, until its result is read
+	trigger     context.Context // a nested call's: its ctx ends when this does
+	ctxCanceled bool            // the ctx fn got has ended (its caller's, or an outer one's)
 }
 
 // Waiting rooms of a blocking executor.
@@ -120,7 +144,7 @@ type fuzzRun struct {
 	pos  int
 
 	workers, throughput, keyCap, globalCap int
-	striped, block                         bool
+	striped, block, nesting                bool
 	age                                    time.Duration // MaxQueueDelay's d; 0: not aging
 	t0                                     time.Time     // the bubble's clock at the start
 
@@ -151,7 +175,7 @@ type fuzzClose struct {
 func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 	r := &fuzzRun{t: t, data: data, flags: &fuzzStartFlags{started: map[int]int{}}}
 	b := r.next()
-	r.workers, r.striped = 1+int(b%3), b&0x80 != 0
+	r.workers, r.striped, r.nesting = 1+int(b%3), b&0x80 != 0, b&0x40 != 0
 	b = r.next()
 	r.throughput, r.block = 1+int(b%3), b&0x80 != 0
 	b = r.next()
@@ -224,11 +248,16 @@ func (r *fuzzRun) run() {
 			r.dump()
 			return
 		}
-		running := r.running()
-		if len(running) == 0 {
+		if len(r.running()) == 0 {
 			break
 		}
-		for _, ft := range running {
+		idle := r.idle()
+		if len(idle) == 0 {
+			t.Errorf("wind-down round %d: tasks run, all in nested calls that never return", round)
+			r.dump()
+			return
+		}
+		for _, ft := range idle {
 			r.release(ft)
 		}
 	}
@@ -267,24 +296,17 @@ func (r *fuzzRun) apply(op byte) string {
 		}
 		ft := live[int(r.next())%len(live)]
 		ft.cancel()
-		switch {
-		case ft.park != 0:
-			r.end(ft, context.Canceled)
-		case !ft.started && !ft.doomed:
-			r.end(ft, context.Canceled)
-			r.want.Canceled++
-		case ft.doomed:
-			// Close gave up on it but it has not ended yet (it waits in
-			// a drive loop's batch): whichever reason wins is right.
-			ft.alt = context.Canceled
-		}
+		r.ctxEnded(ft)
 		return fmt.Sprintf("cancel %d", ft.id)
 	case 5, 6:
+		if op%8 == 6 && r.nesting && (r.age == 0 || r.next()%2 == 0) {
+			return r.nestCall()
+		}
 		if op%8 == 6 && r.age > 0 {
 			time.Sleep(fuzzTick) // the bubble's clock runs once every goroutine waits
 			return fmt.Sprintf("time passes (%v)", fuzzTick)
 		}
-		running := r.running()
+		running := r.idle()
 		if len(running) == 0 {
 			return "release (none)"
 		}
@@ -302,7 +324,7 @@ func (r *fuzzRun) submit(kind string) string {
 	k := int(r.next() % fuzzKeys)
 	b := r.next()
 	ft := &fuzzTask{id: len(r.tasks), kind: kind, keys: []int{k}, behavior: int(b % 3),
-		gate: make(chan struct{}), ran: r.flags}
+		gate: make(chan struct{}), nest: make(chan *fuzzTask, 1), ran: r.flags}
 	if kind == "DoMany" {
 		ft.keys = dedupInts([]int{k, int(r.next() % fuzzKeys)})
 		if r.block && r.keyCap > 0 {
@@ -330,19 +352,7 @@ func (r *fuzzRun) submit(kind string) string {
 	if preCanceled {
 		cancel()
 	}
-	fn := func(context.Context) error {
-		r.flags.mu.Lock()
-		r.flags.started[ft.id]++
-		r.flags.mu.Unlock()
-		<-ft.gate
-		switch ft.behavior {
-		case 1:
-			return errTask
-		case 2:
-			panic(ft.id)
-		}
-		return nil
-	}
+	fn := r.body(ft)
 	// What the model expects of admission.
 	var refuse error
 	switch {
@@ -409,6 +419,194 @@ func (r *fuzzRun) submit(kind string) string {
 	}
 	what := r.arrive(ft)
 	return fmt.Sprintf("%s %d on %v behavior %d%s", kind, ft.id, ft.keys, ft.behavior, what)
+}
+
+// body is ft's fn: it records its start, then makes the nested calls it
+// is given until its gate opens, and ends as ft.behavior says.
+func (r *fuzzRun) body(ft *fuzzTask) func(context.Context) error {
+	return func(ctx context.Context) error {
+		r.flags.mu.Lock()
+		r.flags.started[ft.id]++
+		r.flags.mu.Unlock()
+		for {
+			select {
+			case <-ft.gate:
+				switch ft.behavior {
+				case 1:
+					return errTask
+				case 2:
+					panic(ft.id)
+				}
+				return nil
+			case in := <-ft.nest:
+				in.result <- r.nested(ctx, in)
+			}
+		}
+	}
+}
+
+// nested makes the nested call in with fn's ctx, which it can end early.
+func (r *fuzzRun) nested(ctx context.Context, in *fuzzTask) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(in.trigger, cancel)()
+	return r.e.Do(ctx, in.keys[0], r.body(in))
+}
+
+// nestCall makes a running task whose fn is idle call Do on a key from
+// inside its fn, and says what the model expects of it.
+func (r *fuzzRun) nestCall() string {
+	idle := r.idle()
+	if len(idle) == 0 {
+		return "nest (none)"
+	}
+	o := idle[int(r.next())%len(idle)]
+	k := int(r.next() % fuzzKeys)
+	in := &fuzzTask{id: len(r.tasks), kind: "nested Do", keys: []int{k}, qs: []int{r.q(k)},
+		behavior: int(r.next() % 3), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
+		ran: r.flags, outer: o, result: make(chan error, 1), ctxCanceled: o.ctxCanceled}
+	held := false
+	for x := o; x != nil; x = x.outer {
+		held = held || slices.Contains(x.qs, in.qs[0])
+	}
+	var refuse, alt error
+	switch {
+	case o.ctxCanceled:
+		refuse = context.Canceled
+	case r.closing:
+		// After a giving-up Close fn's ctx ends too, but through a
+		// goroutine: the call may see it or not.
+		refuse = executor.ErrClosed
+		if held {
+			refuse = executor.ErrReentrant
+		}
+		if r.gaveUp {
+			alt = context.Canceled
+		}
+	case held:
+		refuse = executor.ErrReentrant
+	case r.globalCap > 0 && r.block && (r.reservations() >= r.globalCap || len(r.parkedG) > 0):
+		refuse = executor.ErrBusy // a nested call never waits for global room
+	case r.globalCap > 0 && !r.block && r.pendingTasks() >= r.globalCap:
+		refuse = executor.ErrBusy
+	case !r.block && r.keyCap > 0 && len(r.queue[in.qs[0]]) >= r.keyCap:
+		refuse = executor.ErrBusy
+	case r.age > 0:
+		if old := r.oldestWaiting(in.qs[0]); old != nil && time.Since(r.t0)-old.at > r.age {
+			refuse = executor.ErrBusy
+		}
+	}
+	if refuse == nil && r.waitsOnItself(o, in.qs[0]) {
+		// A cycle of waits no executor can break (see the package doc):
+		// not something to test here.
+		return fmt.Sprintf("task %d: nested Do on %d skipped: it would wait on its own task", o.id, k)
+	}
+	in.trigger, in.cancel = context.WithCancel(context.Background())
+	r.tasks = append(r.tasks, in)
+	o.inner = in
+	o.nest <- in
+	if refuse != nil {
+		r.refused(in, refuse)
+		in.alt = alt
+		return fmt.Sprintf("task %d: nested Do %d on %d refused", o.id, in.id, k)
+	}
+	what := r.arriveKey(in)
+	return fmt.Sprintf("task %d: nested Do %d on %d behavior %d%s", o.id, in.id, k, in.behavior, what)
+}
+
+// waitsOnItself reports whether a nested call of o's on queue q would
+// wait, through the tasks it would wait for, on o or a task o is nested in:
+// two tasks calling into each other's keys, or a task calling into a key
+// that a DoMany waiting for one of its keys is ahead on.
+func (r *fuzzRun) waitsOnItself(o *fuzzTask, q int) bool {
+	chain := map[*fuzzTask]bool{}
+	for x := o; x != nil; x = x.outer {
+		chain[x] = true
+	}
+	seen := map[*fuzzTask]bool{}
+	var reaches func(ft *fuzzTask) bool
+	reaches = func(ft *fuzzTask) bool {
+		if chain[ft] {
+			return true
+		}
+		if seen[ft] || ft.ended {
+			return false
+		}
+		seen[ft] = true
+		for _, d := range r.waitsFor(ft) {
+			if reaches(d) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, d := range append(slices.Clone(r.queue[q]), r.parkedK[q]...) {
+		if reaches(d) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitsFor lists, conservatively, the tasks ft cannot go on without: for a
+// task in a nested call, that call; for a queued task, every task ahead of
+// it in its queues; for a call waiting for key room, that key's tasks and
+// the calls ahead of it.
+func (r *fuzzRun) waitsFor(ft *fuzzTask) []*fuzzTask {
+	switch {
+	case ft.started:
+		if ft.inner != nil && !ft.inner.ended {
+			return []*fuzzTask{ft.inner}
+		}
+		return nil
+	case ft.park == parkKey:
+		q := ft.qs[0]
+		i := slices.Index(r.parkedK[q], ft)
+		return append(slices.Clone(r.queue[q]), r.parkedK[q][:max(i, 0)]...)
+	case ft.park == parkGlobal:
+		return nil // any reservation given back will do
+	}
+	var out []*fuzzTask
+	for _, q := range ft.qs {
+		i := slices.Index(r.queue[q], ft)
+		out = append(out, r.queue[q][:max(i, 0)]...)
+	}
+	return out
+}
+
+// ctxEnded applies the end of ft's ctx: a call waiting for room gives up, a
+// queued task is withdrawn, a running one goes on but its fn's ctx has
+// ended, and so has that of the nested call it is in.
+func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
+	switch {
+	case ft.ended:
+	case ft.park != 0:
+		r.end(ft, context.Canceled)
+	case !ft.started && !ft.doomed:
+		r.end(ft, context.Canceled)
+		r.want.Canceled++
+	case ft.doomed:
+		// Close gave up on it but it has not ended yet (it waits in
+		// a drive loop's batch): whichever reason wins is right.
+		ft.alt = context.Canceled
+	default:
+		ft.ctxCanceled = true
+		if ft.inner != nil {
+			r.ctxEnded(ft.inner)
+		}
+	}
+}
+
+// idle lists the running tasks whose fn waits for the driver: not in a
+// nested call.
+func (r *fuzzRun) idle() []*fuzzTask {
+	var out []*fuzzTask
+	for _, ft := range r.running() {
+		if ft.inner == nil {
+			out = append(out, ft)
+		}
+	}
+	return out
 }
 
 // q is the model's queue for key k: its own, or in striped mode the one
@@ -574,6 +772,10 @@ func (r *fuzzRun) close(giveUp bool) {
 		for _, ft := range r.live() {
 			if !ft.started {
 				ft.doomed = true
+				if ft.outer != nil {
+					// The fn that waits for it sees its ctx end too.
+					ft.alt = context.Canceled
+				}
 			}
 		}
 	}
@@ -703,6 +905,9 @@ func (r *fuzzRun) check(at string) {
 			continue
 		}
 		ready := r.resultReady(ft)
+		if ft.outer != nil && ft.ended && !ready {
+			continue // its task has not got a worker back yet: see below
+		}
 		if ready != ft.ended {
 			t.Errorf("%s: task %d (%s on %v): call returned %v, model ended %v (want %v)",
 				at, ft.id, ft.kind, ft.keys, ready, ft.ended, ft.want)
@@ -718,6 +923,9 @@ func (r *fuzzRun) check(at string) {
 			err = <-ft.result
 		}
 		ft.got = true
+		if ft.outer != nil {
+			ft.outer.inner = nil // its fn is back: it holds a worker again
+		}
 		if !sameOutcome(err, ft.want) && (ft.alt == nil || !sameOutcome(err, ft.alt)) {
 			t.Errorf("%s: task %d (%s on %v): got %v; want %v", at, ft.id, ft.kind, ft.keys, err, ft.want)
 		}
@@ -749,10 +957,19 @@ func (r *fuzzRun) check(at string) {
 	// Running: within the bound, and nothing that may run is left waiting
 	// while a worker is free.
 	running := r.running()
-	if len(running) > r.workers {
-		t.Errorf("%s: %d tasks running; want <= %d workers", at, len(running), r.workers)
+	busy := r.idle() // a task in a nested call lent its worker
+	if len(busy) > r.workers {
+		t.Errorf("%s: %d tasks running outside nested calls; want <= %d workers", at, len(busy), r.workers)
 	}
-	if len(running) < r.workers && !r.gaveUp {
+	if len(busy) < r.workers {
+		for _, ft := range r.running() {
+			if ft.inner != nil && ft.inner.ended {
+				t.Errorf("%s: task %d: its nested call %d ended and a worker is free, but the call has not returned",
+					at, ft.id, ft.inner.id)
+			}
+		}
+	}
+	if len(busy) < r.workers && !r.gaveUp {
 		for _, ft := range r.live() {
 			if !ft.started && r.mayRun(ft) {
 				t.Errorf("%s: task %d (%s on %v) may run and a worker is free, but it has not started (queues %v)",
@@ -762,21 +979,29 @@ func (r *fuzzRun) check(at string) {
 	}
 	// Stats.
 	want := r.want
-	active := 0
-	for _, q := range r.queue {
-		if len(q) > 0 {
+	active, settled := 0, 0 // keys with work; and without doomed nested calls
+	for q := range r.queue {
+		if len(r.queue[q]) > 0 {
 			active++
+		}
+		if len(r.queue[q]) > r.doomedNested(q) {
+			settled++
 		}
 	}
 	want.ActiveKeys = active
 	want.Running = len(running)
 	want.Queued = int(want.Submitted-want.Completed-want.Canceled) - want.Running
 	got := r.e.Stats()
+	if got.ActiveKeys >= settled && got.ActiveKeys < active {
+		// A doomed nested call has left its queue, and no one can tell
+		// until its task has a worker back to return it (see doomedNested).
+		got.ActiveKeys = active
+	}
 	// A key whose last task was withdrawn while its drive loop waited for
 	// a worker stays live until that loop gets one and retires it: with
 	// every worker busy, ActiveKeys may run ahead of the keys with work.
 	lag := 0
-	if len(running) == r.workers && got.ActiveKeys > active {
+	if len(busy) == r.workers && got.ActiveKeys > active {
 		lag = got.ActiveKeys - active
 		got.ActiveKeys = active
 	}
@@ -788,19 +1013,35 @@ func (r *fuzzRun) check(at string) {
 	if got != want {
 		t.Errorf("%s: Stats: got %+v; want %+v", at, got, want)
 	}
-	if n := r.e.ActiveKeys(); n != active+lag {
+	if n := r.e.ActiveKeys(); n < settled || n > active+lag {
 		t.Errorf("%s: ActiveKeys: got %d; want %d", at, n, active+lag)
 	}
 	// HotKeys agrees with the queues.
 	hot := r.e.HotKeys(fuzzKeys)
 	for _, kl := range hot {
-		if n := len(r.queue[r.q(kl.Key)]); kl.Pending != n {
+		q := r.q(kl.Key)
+		if n := len(r.queue[q]); kl.Pending > n || kl.Pending < n-r.doomedNested(q) {
 			t.Errorf("%s: HotKeys: key %d has %d pending; want %d", at, kl.Key, kl.Pending, n)
 		}
 	}
-	if len(hot) != active {
+	if len(hot) < settled || len(hot) > active {
 		t.Errorf("%s: HotKeys: got %v; want %d keys", at, hot, active)
 	}
+}
+
+// doomedNested counts the nested calls in queue q that a giving-up Close
+// doomed and the model has not seen end. Such a call leaves its queue at
+// once, but its result comes back only once its task has a worker again,
+// which, with every worker busy, the model cannot say: until then the
+// key's pending count may be lower than the model's queue.
+func (r *fuzzRun) doomedNested(q int) int {
+	n := 0
+	for _, ft := range r.queue[q] {
+		if ft.doomed && ft.outer != nil && !ft.ended {
+			n++
+		}
+	}
+	return n
 }
 
 func (r *fuzzRun) allSettled() bool {
@@ -824,8 +1065,8 @@ func sameOutcome(got, want error) bool {
 }
 
 func (r *fuzzRun) dump() {
-	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v, max queue delay %v",
-		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block, r.age)
+	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v, max queue delay %v, nesting %v",
+		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block, r.age, r.nesting)
 	for i, d := range r.trace {
 		r.t.Logf("step %d: %s", i, d)
 	}
