@@ -405,6 +405,32 @@ func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 	}
 }
 
+// waitsOnCaller reports whether a blocking nested call made with ctx, if
+// queued on m now (locked), would wait behind a multi-key task that needs a
+// key the calling task, or one it is nested in, holds. That task cannot run
+// before the caller returns, nor the call before that task (a DoMany holds
+// each key it reaches the head of while it waits for the others): a cycle
+// that would last until the call's ctx ends. Every task ahead of the call
+// is in m's queue or holds m, and none that arrives later gets ahead of it.
+// Only the nested caller's own chain is searched: cycles through other
+// tasks' nested calls stay the caller's to avoid (see the package doc).
+func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
+	needsHeld := func(t *mailbox.Task) bool {
+		for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
+			if e.held(ctx, k) {
+				return true
+			}
+		}
+		return false
+	}
+	if h := m.Holder(); h != nil && needsHeld(h) {
+		return true
+	}
+	found := false
+	m.Each(func(t *mailbox.Task) { found = found || needsHeld(t) })
+	return found
+}
+
 // held reports whether a running task of e marked in ctx holds key.
 func (e *Executor[K]) held(ctx context.Context, key K) bool {
 	for {

@@ -33,13 +33,14 @@
 // back only once the task returns. Work submitted with a task's ctx inherits
 // the marks while that task runs; detached work should use a fresh ctx. Two
 // tasks that wait on each other's keys form a cycle no executor can break:
-// take both keys with DoMany. A waiting DoMany is such a task too: it holds
-// each of its keys from the moment it reaches the head of that key's queue
-// until it has all of them, so a DoMany on a and b that holds b and waits
-// for a, and a task on a that makes a nested call on b, wait on each other
-// (until the nested call's ctx ends). A task that will need b should take it
-// up front, with a in one DoMany. Close called from inside a task returns
-// ErrReentrant.
+// take both keys with DoMany. A DoMany holds each of its keys from the
+// moment it reaches the head of that key's queue until it has all of them,
+// so a nested call that would wait behind a DoMany needing a key the calling
+// task holds (a task on a calling into b behind a DoMany on a and b) could
+// never go first: it returns ErrReentrant at once. Longer cycles, through
+// other tasks' nested calls, are not detected; a task that will need b is
+// best off taking it up front, with a, in one DoMany. Close called from
+// inside a task returns ErrReentrant.
 //
 // fn must not call runtime.Goexit (t.FailNow in a test): the goroutine that
 // runs it also drives the key's mailbox.

@@ -16,8 +16,14 @@ var (
 	// the task before it started.
 	ErrClosed = errors.New("perkey: executor closed")
 	// ErrReentrant means the calling task already holds the key it asked for
-	// (see Do), or Close was called from inside a task.
+	// (see Do), or a DoMany queued on that key waits for a key the calling
+	// task holds (errWaitsOnCaller), or Close was called from inside a task.
 	ErrReentrant = errors.New("perkey: task already holds this key")
+	// errWaitsOnCaller refuses a nested call that would wait behind a
+	// DoMany that waits for a key the calling task holds (see
+	// Executor.waitsOnCaller). It is ErrReentrant in effect: the call waits
+	// for its own task.
+	errWaitsOnCaller = fmt.Errorf("%w (through a DoMany queued on the key that waits for a key the task holds)", ErrReentrant)
 	// ErrNilFunc means fn is nil.
 	ErrNilFunc = errors.New("perkey: nil func")
 	// ErrNoKeys means DoMany was given no keys.

@@ -166,7 +166,8 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 //
 // Called from inside a task with that task's ctx (or one derived from it),
 // Do is a nested call: on a key the task holds it returns ErrReentrant (or,
-// with WithReentrant, runs fn inline at once); on any other key it lends the
+// with WithReentrant, runs fn inline at once), and so it does behind a
+// DoMany that waits for a key the task holds; on any other key it lends the
 // task's execution slot while it waits, so nesting never deadlocks the
 // bounded pool. Two tasks that wait on each other's keys form a cycle no
 // executor can break: take both keys with DoMany instead.
@@ -229,6 +230,11 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 	}
 	key := j.ctx.key
 	m := e.router.Acquire(key)
+	if outer != nil && e.waitsOnCaller(ctx, m) {
+		m.Unlock()
+		e.unreserve()
+		return false, errWaitsOnCaller
+	}
 	v, err := e.admit(m, key)
 	switch v {
 	case backpressure.Reject:
@@ -336,9 +342,9 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // ErrNoKeys. If any key is at its cap nothing is enqueued and the
 // *backpressure.BusyError names that key. Concurrent DoMany and Do calls
 // made from outside tasks never deadlock, whatever the keys and whatever
-// their type: K needs no ordering (a nested call from inside a task can wait
-// on a DoMany that waits for that task: see "Nested calls" in the package
-// doc). A DoMany is one task for WithMaxPending
+// their type: K needs no ordering (a nested call that would wait behind a
+// DoMany waiting for its own task returns ErrReentrant: see "Nested calls"
+// in the package doc). A DoMany is one task for WithMaxPending
 // and one pending task on each of its keys. Everything else is as for Do.
 func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
@@ -373,7 +379,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		return err
 	}
 	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
-		v, err := e.enqueueMany(j, entries)
+		v, err := e.enqueueMany(ctx, j, entries, outer)
 		if v == backpressure.Admit {
 			break
 		}
@@ -407,7 +413,10 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 //
 // If a key is at its cap, the entries already queued are withdrawn and
 // nothing is left behind.
-func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpressure.Verdict, error) {
+//
+// A nested call (outer is its task) that would wait on a mailbox behind a
+// DoMany that waits for the task is refused too (see waitsOnCaller).
+func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K]) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
 	e.stamp(j) // before the first enqueue: queue age reads it under any of j's mailboxes
@@ -416,6 +425,11 @@ func (e *Executor[K]) enqueueMany(j *job[K], entries []mailbox.Entry) (backpress
 	v := backpressure.Admit
 	for i, k := range *j.ctx.multi {
 		m := e.router.Acquire(k)
+		if outer != nil && e.waitsOnCaller(ctx, m) {
+			m.Unlock()
+			v, err = backpressure.Reject, errWaitsOnCaller
+			break
+		}
 		if v, err = e.admit(m, k); v != backpressure.Admit {
 			m.Unlock()
 			break

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
-	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -243,45 +242,91 @@ func pendingOf[K comparable](e *executor.Executor[K], key K) int {
 	return 0
 }
 
-// TestNestedWaitsOnDoMany pins down the cycle the package doc describes: a
-// DoMany on a and b that holds b and waits for a, and the task on a that
-// makes a nested call on b, wait on each other until the nested call's ctx
-// ends. Then the nested call gives its place back, and everything completes.
-func TestNestedWaitsOnDoMany(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e, _ := executor.New[string](executor.WithWorkers(4))
-		defer e.Close(context.Background())
-		bg := context.Background()
-		nest := make(chan struct{})
-		nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
-		go func() {
-			outer <- e.Do(bg, "a", func(ctx context.Context) error {
-				<-nest
-				ctx, cancel := context.WithTimeout(ctx, time.Second)
-				defer cancel()
-				nested <- e.Do(ctx, "b", nop)
-				return nil
+// TestNestedBehindDoMany: a nested call that would wait behind a DoMany
+// that itself waits for a key the calling task holds would wait forever (the
+// DoMany holds the other key while it waits); it is refused with
+// ErrReentrant at once, for Do and DoMany alike, and everything completes. A
+// nested call behind a DoMany that waits for someone else's key waits.
+func TestNestedBehindDoMany(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		call func(e *executor.Executor[string], ctx context.Context) error
+	}{
+		{"Do", func(e *executor.Executor[string], ctx context.Context) error { return e.Do(ctx, "b", nop) }},
+		{"DoMany", func(e *executor.Executor[string], ctx context.Context) error {
+			return e.DoMany(ctx, []string{"c", "b"}, nop)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, _ := executor.New[string](executor.WithWorkers(4))
+				defer e.Close(context.Background())
+				bg := context.Background()
+				nest := make(chan struct{})
+				nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+				go func() {
+					outer <- e.Do(bg, "a", func(ctx context.Context) error {
+						<-nest
+						nested <- c.call(e, ctx)
+						return nil
+					})
+				}()
+				synctest.Wait()
+				go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
+				synctest.Wait() // the DoMany holds b and waits for a
+				close(nest)
+				synctest.Wait()
+				select {
+				case err := <-nested:
+					if !errors.Is(err, executor.ErrReentrant) {
+						t.Errorf("nested %s behind the DoMany = %v; want ErrReentrant", c.name, err)
+					}
+				default:
+					t.Fatalf("nested %s waits behind a DoMany that waits for its own task", c.name)
+				}
+				if err := <-outer; err != nil {
+					t.Errorf("outer Do = %v", err)
+				}
+				if err := <-many; err != nil {
+					t.Errorf("DoMany = %v", err)
+				}
+				if s := e.Stats(); s.Rejected != 0 || s.Submitted != 2 || s.Completed != 2 {
+					t.Errorf("Stats = %+v; want the refused call counted nowhere", s)
+				}
 			})
-		}()
-		synctest.Wait()
-		go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
-		synctest.Wait() // the DoMany holds b and waits for a
-		close(nest)
-		synctest.Wait()
-		select {
-		case err := <-nested:
-			t.Fatalf("nested call on b returned %v while the DoMany held b", err)
-		default:
-		}
-		time.Sleep(time.Second)
-		if err := <-nested; !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("nested call = %v; want its ctx's DeadlineExceeded", err)
-		}
-		if err := <-outer; err != nil {
-			t.Errorf("outer Do = %v", err)
-		}
-		if err := <-many; err != nil {
-			t.Errorf("DoMany = %v", err)
-		}
+		})
+	}
+	t.Run("other key", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := executor.New[string](executor.WithWorkers(4))
+			defer e.Close(context.Background())
+			bg := context.Background()
+			holdC, nest := make(chan struct{}), make(chan struct{})
+			nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+			go e.Do(bg, "c", func(context.Context) error { <-holdC; return nil })
+			go func() {
+				outer <- e.Do(bg, "a", func(ctx context.Context) error {
+					<-nest
+					nested <- e.Do(ctx, "b", nop)
+					return nil
+				})
+			}()
+			synctest.Wait()
+			go func() { many <- e.DoMany(bg, []string{"c", "b"}, nop) }()
+			synctest.Wait() // the DoMany holds b and waits for c, not for a
+			close(nest)
+			synctest.Wait()
+			select {
+			case err := <-nested:
+				t.Fatalf("nested Do behind a DoMany waiting for another key returned %v; want it to wait", err)
+			default:
+			}
+			close(holdC)
+			for _, ch := range []chan error{nested, outer, many} {
+				if err := <-ch; err != nil {
+					t.Errorf("got %v; want nil", err)
+				}
+			}
+		})
 	})
 }

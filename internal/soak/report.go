@@ -17,6 +17,7 @@ type Report struct {
 
 	Ops                  [numOps]int64 // producer steps by kind
 	Nested               int64         // nested calls made from inside fns
+	NestRefused          int64         // of those, refused: behind a DoMany waiting for their task
 	Runs                 int64         // fns that ran
 	WaitP50, WaitP99     time.Duration // submission to fn start
 	WaitMax              time.Duration
@@ -69,7 +70,7 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	r.WaitMaxTask = h.slowestTask
 	h.slowMu.Unlock()
 	r.CloseP50, r.CloseMax = h.closeTime.quantile(0.50), time.Duration(h.closeTime.max.Load())
-	r.Nested = h.nested.Load()
+	r.Nested, r.NestRefused = h.nested.Load(), h.nestRefused.Load()
 	for i := range r.Ops {
 		r.Ops[i] = h.calls[i].Load()
 	}
@@ -126,7 +127,7 @@ func (r *Report) Print(w io.Writer) {
 		mix = append(mix, fmt.Sprintf("%s %.0f%%", op(o), 100*float64(n)/float64(max(ops, 1))))
 	}
 	row("  mix", "", strings.Join(mix, ", "))
-	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s")
+	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s, "+count(r.NestRefused)+" refused behind a DoMany")
 	row("  queue wait p50", dur(r.WaitP50), "")
 	row("  queue wait p99", dur(r.WaitP99), "")
 	row("  queue wait max", dur(r.WaitMax), r.WaitMaxTask)

@@ -102,7 +102,7 @@ type harness struct {
 	rejected                      [4]atomic.Int64 // by backpressure.Scope
 	gates, gateVoid               atomic.Int64
 	calls                         [numOps]atomic.Int64
-	nested                        atomic.Int64 // nested calls made from fns
+	nested, nestRefused           atomic.Int64 // nested calls made from fns, and refused with ErrReentrant
 	forced, drained, concurrent   atomic.Int64
 	generations                   atomic.Int64
 	closeTime                     histogram

@@ -137,11 +137,12 @@ func (h *harness) run(ctx context.Context, t *task) error {
 }
 
 // nest makes t's nested call from its fn: a Do with fn's ctx on a key above
-// every key t holds, so nested calls alone never form a cycle. It is bounded
-// by nestPatience: a DoMany that holds the inner key while it waits for one
-// of t's waits for t, and t for the inner call (see the executor's package
-// doc); the inner call's ctx then ends and it gives its place back. While the
-// call waits t lends its execution slot, so t stops counting as running.
+// every key t holds, so nested calls alone never form a cycle. Behind a
+// DoMany that waits for one of t's keys the executor refuses it with
+// ErrReentrant; longer cycles (through a DoMany that waits for the key of a
+// task in another nested call) it cannot see, so the call's ctx ends after
+// nestPatience and it gives its place back. While the call waits t lends its
+// execution slot, so t stops counting as running.
 func (h *harness) nest(ctx context.Context, t *task) {
 	in := t.inner
 	ctx, cancel := context.WithTimeout(ctx, nestPatience)
@@ -219,6 +220,9 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 		}
 	case errors.Is(err, executor.ErrClosed):
 		h.closedRes.Add(1)
+	case t.nested && errors.Is(err, executor.ErrReentrant):
+		h.nestRefused.Add(1) // behind a DoMany that waits for its task
+
 	case t.ctx.Err() != nil && errors.Is(err, t.ctx.Err()):
 		h.ctxRes.Add(1)
 	default:
