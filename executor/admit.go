@@ -414,21 +414,36 @@ func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 // is in m's queue or holds m, and none that arrives later gets ahead of it.
 // Only the nested caller's own chain is searched: cycles through other
 // tasks' nested calls stay the caller's to avoid (see the package doc).
+//
+// It walks the key's queue under its lock: only nested calls pay for it.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
-	needsHeld := func(t *mailbox.Task) bool {
-		for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
-			if e.held(ctx, k) {
-				return true
-			}
-		}
-		return false
-	}
-	if h := m.Holder(); h != nil && needsHeld(h) {
+	if h := m.Holder(); h != nil && e.needsHeld(ctx, h) {
 		return true
 	}
 	found := false
-	m.Each(func(t *mailbox.Task) { found = found || needsHeld(t) })
+	m.Each(func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
 	return found
+}
+
+// queuedBehindCaller is waitsOnCaller for a Wait made with ctx on t, a
+// submission already queued: whether a multi-key task holding t's mailbox or
+// queued ahead of t needs a key the waiting task holds.
+func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Task) bool {
+	found := false
+	t.EachAhead(func(o *mailbox.Task) { found = found || e.needsHeld(ctx, o) })
+	return found
+}
+
+// needsHeld reports whether t, a task in a queue or holding a mailbox (so
+// not recycled), is a multi-key task that needs a key held by the task
+// marked in ctx or by one it is nested in.
+func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Task) bool {
+	for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
+		if e.held(ctx, k) {
+			return true
+		}
+	}
+	return false
 }
 
 // held reports whether a running task of e marked in ctx holds key.

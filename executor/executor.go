@@ -316,7 +316,8 @@ func (e *Executor[K]) recovered(v any, key zap.Field) *PanicError {
 // Submitted from inside a task with the task's ctx, the new task inherits
 // the task's marks while that task runs (Wait on it from there returns
 // ErrReentrant if it waits on a key the task holds); detached work should
-// use a fresh ctx.
+// use a fresh ctx. A Wait from inside a task never waits for a submission
+// queued behind a DoMany that waits for the waiting task: see Task.Wait.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
 	if err := e.check(ctx, fn); err != nil {
 		return nil, err

@@ -296,6 +296,48 @@ func TestNestedBehindDoMany(t *testing.T) {
 			})
 		})
 	}
+	t.Run("Submit+Wait", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := executor.New[string](executor.WithWorkers(4))
+			defer e.Close(context.Background())
+			bg := context.Background()
+			nest := make(chan struct{})
+			waited, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
+			var task *executor.Task
+			go func() {
+				outer <- e.Do(bg, "a", func(ctx context.Context) error {
+					<-nest
+					var err error
+					if task, err = e.Submit(bg, "b", nop); err != nil {
+						return err
+					}
+					waited <- task.Wait(ctx) // queued behind the DoMany
+					return nil
+				})
+			}()
+			synctest.Wait()
+			go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
+			synctest.Wait()
+			close(nest)
+			synctest.Wait()
+			select {
+			case err := <-waited:
+				if !errors.Is(err, executor.ErrReentrant) {
+					t.Errorf("nested Wait behind the DoMany = %v; want ErrReentrant", err)
+				}
+			default:
+				t.Fatal("nested Wait waits for a task behind a DoMany that waits for its own task")
+			}
+			for _, ch := range []chan error{outer, many} {
+				if err := <-ch; err != nil {
+					t.Errorf("got %v; want nil", err)
+				}
+			}
+			if err := task.Wait(bg); err != nil {
+				t.Errorf("the submitted task = %v; want nil: only the nested Wait was refused", err)
+			}
+		})
+	})
 	t.Run("other key", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := executor.New[string](executor.WithWorkers(4))

@@ -48,8 +48,9 @@ func (t *Task) Done() <-chan struct{} {
 // *PanicError if fn panicked), or why the task never ran (the submitter's
 // ctx error, ErrClosed), or ctx's error if ctx ended first; in that last case
 // the task is unaffected. Called from inside a task whose ctx holds the
-// task's key, Wait returns ErrReentrant instead of deadlocking. A nil Task
-// gives ErrNilTask.
+// task's key, or while the task is queued behind a DoMany that waits for a
+// key the calling task holds, Wait returns ErrReentrant instead of
+// deadlocking. A nil Task gives ErrNilTask.
 func (t *Task) Wait(ctx context.Context) error {
 	if t == nil {
 		return ErrNilTask

@@ -434,3 +434,38 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 		t.Errorf("run order: got %v; want [-1 0 1 2]", got)
 	}
 }
+
+// TestEachAhead: EachAhead names the tasks queued ahead of a queued task,
+// and nothing for one that is not queued (here, running in a batch).
+func TestEachAhead(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	first := newWork(0, &log)
+	first.gate, first.started = make(chan struct{}), make(chan struct{})
+	ft := b.submit(first)
+	wait(t, "the first task to start", first.started)
+	var queued []*mailbox.Task
+	for i := 1; i <= 3; i++ {
+		queued = append(queued, b.submit(newWork(i, &log)))
+	}
+	ahead := func(of *mailbox.Task) []*mailbox.Task {
+		var out []*mailbox.Task
+		of.EachAhead(func(o *mailbox.Task) { out = append(out, o) })
+		return out
+	}
+	if got := ahead(queued[2]); len(got) != 2 || got[0] != queued[0] || got[1] != queued[1] {
+		t.Errorf("ahead of the third queued task: got %v; want the first two queued", got)
+	}
+	if got := ahead(queued[0]); len(got) != 0 {
+		t.Errorf("ahead of the first queued task: got %v; want none (a batch holds no task)", got)
+	}
+	if got := ahead(ft); len(got) != 0 {
+		t.Errorf("ahead of the running task: got %v; want none", got)
+	}
+	close(first.gate)
+	r.Wait()
+	if got := ahead(queued[2]); len(got) != 0 {
+		t.Errorf("ahead of a task that ran: got %v; want none", got)
+	}
+}

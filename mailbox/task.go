@@ -183,5 +183,28 @@ func (e *Entry) release() {
 	}
 }
 
+// EachAhead calls f, with the mailbox of single-key task t locked, for the
+// task holding that mailbox exclusively and for every task queued ahead of
+// t, if t is queued there; otherwise (it was never queued, or it has been
+// taken into a batch, runs or ended) it calls nothing.
+func (t *Task) EachAhead(f func(o *Task)) {
+	e := &t.one
+	m := e.m // set when t was queued, before its submitter could hand t on
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock() // nothing changes: no retirement to decide
+	if !e.queued {
+		return
+	}
+	if h := m.Holder(); h != nil {
+		f(h)
+	}
+	for o := m.queue.head; o != nil && o != e; o = o.next {
+		f(o.t)
+	}
+}
+
 // Work returns what the task runs.
 func (t *Task) Work() Work { return t.work }
