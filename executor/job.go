@@ -72,14 +72,8 @@ func (a *asyncJob[K]) Admit() bool { return a.job.Admit() }
 
 func (a *asyncJob[K]) result() error { return a.job.err }
 
-// beforeWait refuses, besides what taskCtx.beforeWait refuses, a nested
-// Wait on a submission queued behind a DoMany that waits for a key the
-// waiting task holds: neither could ever go first (see waitsOnCaller).
 func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
-	if e := a.ctx.e; e.innermost(ctx) != nil && e.queuedBehindCaller(ctx, &a.job.mt) {
-		return nil, errWaitsOnCaller
-	}
-	return a.ctx.beforeWait(ctx)
+	return a.ctx.beforeWait(ctx, &a.job.mt)
 }
 
 // Admit is called, with the mailbox locked, when a parked job gets room

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/perkey/perkey/mailbox"
 )
 
 // Task is an accepted asynchronous submission (see Submit).
@@ -213,8 +215,11 @@ func (c *taskCtx[K]) keyField() zap.Field {
 	return zap.Any("key", c.key)
 }
 
-// beforeWait implements taskCall's for the task's Task.
-func (c *taskCtx[K]) beforeWait(ctx context.Context) (func(), error) {
+// beforeWait implements taskCall's for the Task of t, the submission whose
+// context c is. Besides a wait on a key the waiting task holds, it refuses
+// one on a submission queued behind a DoMany that waits for a key the
+// waiting task holds: neither could ever go first (see waitsOnCaller).
+func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Task) (func(), error) {
 	e := c.e
 	outer := e.innermost(ctx)
 	if outer == nil {
@@ -227,6 +232,9 @@ func (c *taskCtx[K]) beforeWait(ctx context.Context) (func(), error) {
 		if e.held(ctx, k) {
 			return nil, ErrReentrant
 		}
+	}
+	if e.queuedBehindCaller(ctx, t) {
+		return nil, errWaitsOnCaller
 	}
 	lent := e.lend(outer)
 	return func() { e.unlend(outer, lent) }, nil
