@@ -779,6 +779,11 @@ func (r *fuzzRun) close(giveUp bool) {
 	r.closing = true
 	for _, ft := range r.parked() {
 		r.end(ft, executor.ErrClosed) // sent away; never accepted
+		if giveUp && ft.outer != nil {
+			// The giving-up Close also ends the ctx of the fn that waits:
+			// whichever the call sees first is right.
+			ft.alt = context.Canceled
+		}
 	}
 	if giveUp && !r.gaveUp {
 		r.gaveUp = true
