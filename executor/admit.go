@@ -167,26 +167,28 @@ func (e *Executor[K]) handGlobal() {
 // ctx ends or the executor closes; in the last two cases j leaves the
 // waiting room and was never accepted. A nested call (outer is its task)
 // lends the task's slot while it waits: the tasks it waits for may need it.
-func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) error {
-	lent := e.lend(outer)
-	defer e.unlend(outer, lent)
+// If j is admitted with the slot lent, park reports lent and leaves the
+// slot lent (see enter); otherwise it takes the slot back before returning.
+func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (lent bool, err error) {
+	lent = e.lend(outer)
 	select {
 	case <-j.done:
 		e.accepted()
-		return nil
+		return lent, nil
 	case <-ctx.Done():
 	case <-e.closing:
 	}
 	if !m.Unpark(j.mt.Entry()) {
 		<-j.done     // admitted meanwhile (Admit has sent)
 		e.accepted() // the caller's wait sees ctx
-		return nil
+		return lent, nil
 	}
+	e.unlend(outer, lent)
 	e.unreserve()
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return e.reject(ErrClosed)
+	return false, e.reject(ErrClosed)
 }
 
 // pause sleeps d unless ctx ends or the executor closes first. A nested
@@ -324,9 +326,12 @@ func (e *Executor[K]) watch(ctx context.Context, a *asyncJob[K]) {
 }
 
 // wait blocks until the synchronous job j ends; if ctx ends first and j has
-// not started, j is withdrawn at once. It recycles j.
-func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K]) error {
-	lent := e.lend(outer)
+// not started, j is withdrawn at once. It recycles j. A nested call lends
+// its task's slot meanwhile, unless it already has (lent, see enter).
+func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], lent bool) error {
+	if !lent {
+		lent = e.lend(outer)
+	}
 	if done := ctx.Done(); done == nil {
 		<-j.done // ctx never ends: a plain receive is cheaper than a select
 	} else {

@@ -199,7 +199,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	c := &taskCtx[K]{key: key}
 	j := e.newJob(ctx, fn, c)
 	j.mt.Init(j, shared)
-	ran, err := e.enter(ctx, j, outer, true)
+	ran, lentBy, err := e.enter(ctx, j, outer, true)
 	switch {
 	case err != nil:
 		e.reuse(j) // never accepted: nothing refers to it
@@ -211,7 +211,7 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 		e.reuse(j)
 		return err
 	}
-	return e.wait(ctx, j, outer)
+	return e.wait(ctx, j, outer, lentBy != nil)
 }
 
 // enter admits a single-key job and queues it, or, if inline is allowed,
@@ -224,23 +224,29 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 // if it is a nested call, else a free one), it holds the mailbox like a
 // drive loop would (so later submissions queue behind it in FIFO order), and
 // it goes through Run for ctx, panics and Stats.
-func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (ran bool, err error) {
+//
+// A nested call that waited for room lends its task's slot (see park) and
+// is admitted with it still lent: lentBy is that task, and the caller must
+// unlend once it has made sure the task ends if ctx does (wait does, and
+// Submit once it watches ctx). Taking the slot back first would leave the
+// queued task deaf to ctx for as long as every slot is busy.
+func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (ran bool, lentBy *taskCtx[K], err error) {
 	if err := e.reserve(ctx); err != nil {
-		return false, err
+		return false, nil, err
 	}
 	key := j.ctx.key
 	m := e.router.Acquire(key)
 	if outer != nil && e.waitsOnCaller(ctx, m) {
 		m.Unlock()
 		e.unreserve()
-		return false, errWaitsOnCaller
+		return false, nil, errWaitsOnCaller
 	}
 	v, err := e.admit(m, key)
 	switch v {
 	case backpressure.Reject:
 		m.Unlock()
 		e.unreserve()
-		return false, e.reject(err)
+		return false, nil, e.reject(err)
 	case backpressure.Wait:
 		if outer == nil {
 			outer = e.innermost(ctx) // a Submit passes none
@@ -251,14 +257,17 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			be := e.keyBusy(m, key)
 			m.Unlock()
 			e.unreserve()
-			return false, e.reject(be)
+			return false, nil, e.reject(be)
 		}
 		if j.done == nil {
 			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 		}
 		m.Park(j.mt.Entry())
 		m.Unlock()
-		return false, e.park(ctx, j, m, outer)
+		if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {
+			return false, nil, err
+		}
+		return false, outer, nil
 	}
 	if inline && m.CanHold(j.mt.Shared()) {
 		if slot := e.takeSlot(outer); slot != noSlot {
@@ -270,7 +279,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			j.mt.Release()
 			e.giveSlot(outer, slot)
 			e.unreserve() // settled: the caller reads j.err and reuses j
-			return true, nil
+			return true, nil, nil
 		}
 	}
 	e.accept(j)
@@ -284,7 +293,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		m.Dispatch()
 		e.dispatching.Done()
 	}
-	return false, nil
+	return false, nil, nil
 }
 
 // inline runs the fn of a nested call on keys its task already holds
@@ -328,11 +337,15 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	a.task.call = a
 	a.watched = ctx.Done() != nil
 	j.mt.Init(a, false)
-	if _, err := e.enter(ctx, j, nil, false); err != nil {
+	_, lentBy, err := e.enter(ctx, j, nil, false)
+	if err != nil {
 		return nil, err
 	}
 	if a.watched {
 		e.watch(ctx, a)
+	}
+	if lentBy != nil {
+		e.unlend(lentBy, true) // its ctx is watched: the task may go on
 	}
 	return &a.task, nil
 }
@@ -398,7 +411,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		}
 	}
 	e.accepted()
-	return e.wait(ctx, j, outer)
+	return e.wait(ctx, j, outer, false)
 }
 
 // enqueueMany puts a multi-key job in all its mailboxes.

@@ -360,3 +360,54 @@ func TestBlockNestedLendsSlot(t *testing.T) {
 		})
 	}
 }
+
+// TestBlockNestedAdmittedWithdrawn: a nested call admitted from the waiting
+// room while every slot is busy is still withdrawn at once when its ctx
+// ends: it keeps its task's slot lent until it is queued and watched.
+func TestBlockNestedAdmittedWithdrawn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, _ := executor.New[int](executor.WithWorkers(1), executor.WithMaxQueuePerKey(1),
+			executor.WithThroughput(1), executor.WithPolicy(backpressure.Block()))
+		defer e.Close(context.Background())
+		bg := context.Background()
+		startNest, gate0, gate1, gate2 := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+		cancels, nested, outer := make(chan context.CancelFunc, 1), make(chan error, 1), make(chan error, 1)
+		go func() {
+			outer <- e.Do(bg, 0, func(ctx context.Context) error {
+				<-startNest
+				ctx, cancel := context.WithCancel(ctx)
+				cancels <- cancel
+				nested <- e.Do(ctx, 1, func(context.Context) error { return nil })
+				<-gate0
+				return nil
+			})
+		}()
+		synctest.Wait()
+		// Key 1 is full with a task waiting for the one slot; the nested
+		// call waits for its room and lends the slot to it.
+		if _, err := e.Submit(bg, 1, func(context.Context) error { <-gate1; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		close(startNest)
+		synctest.Wait()
+		// Key 2's task takes the slot when key 1's ends and admits the call.
+		if _, err := e.Submit(bg, 2, func(context.Context) error { <-gate2; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		close(gate1)
+		synctest.Wait()
+		(<-cancels)()
+		synctest.Wait()
+		if s := e.Stats(); s.Canceled != 1 {
+			t.Errorf("Stats after the admitted nested call's ctx ended: %+v; want it withdrawn (Canceled 1) with the slot still busy", s)
+		}
+		close(gate2)
+		if err := <-nested; !errors.Is(err, context.Canceled) {
+			t.Errorf("nested Do = %v; want context.Canceled", err)
+		}
+		close(gate0)
+		if err := <-outer; err != nil {
+			t.Errorf("outer Do = %v", err)
+		}
+	})
+}
