@@ -183,12 +183,14 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		e.accepted() // the caller's wait sees ctx
 		return lent, nil
 	}
-	e.unlend(outer, lent)
 	e.unreserve()
-	if ctx.Err() != nil {
-		return false, ctx.Err()
+	// The outcome is what sent the call away, decided now: taking the slot
+	// back may wait, and a giving-up Close may end ctx meanwhile.
+	if err = ctx.Err(); err == nil {
+		err = e.reject(ErrClosed)
 	}
-	return false, e.reject(ErrClosed)
+	e.unlend(outer, lent)
+	return false, err
 }
 
 // pause sleeps d unless ctx ends or the executor closes first. A nested
