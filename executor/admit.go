@@ -424,11 +424,8 @@ func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 //
 // It walks the key's queue under its lock: only nested calls pay for it.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
-	if h := m.Holder(); h != nil && e.needsHeld(ctx, h) {
-		return true
-	}
 	found := false
-	m.Each(func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
+	m.EachAhead(nil, func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
 	return found
 }
 

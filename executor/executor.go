@@ -304,18 +304,12 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			err = e.recovered(v, key)
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			err = pe
+			e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
 		}
 	}()
 	return fn(ctx)
-}
-
-// recovered turns a value recovered from fn into a *PanicError and logs it
-// with the key.
-func (e *Executor[K]) recovered(v any, key zap.Field) *PanicError {
-	pe := &PanicError{Value: v, Stack: debug.Stack()}
-	e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
-	return pe
 }
 
 // Submit queues fn on key and returns at once; the returned Task reports

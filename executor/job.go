@@ -138,9 +138,9 @@ func (j *job[K]) Run() {
 func (j *job[K]) call() (err error, panicked bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			// Built here, not in Executor.recovered: this closure's frame
-			// (some 400 bytes for the log's fields) is part of the hot
-			// path's timing. With it moved out of line (122b4fd) the
+			// Built here, not in a helper: this closure's frame (some 400
+			// bytes for the log's fields) is part of the hot path's
+			// timing. With it moved out of line (122b4fd) the
 			// closure shrank to 72 bytes and BenchmarkHotKey ran 23-29 %
 			// slower in three interleaved A/Bs: callers found the key idle
 			// less often, queued and parked more (see BENCHMARKS.md).

@@ -218,6 +218,18 @@ func (m *Mailbox) Each(f func(t *Task)) {
 	}
 }
 
+// EachAhead calls f for the task holding m exclusively, if any, then for
+// every task queued ahead of e, oldest first; for every queued task if e is
+// nil (locked).
+func (m *Mailbox) EachAhead(e *Entry, f func(t *Task)) {
+	if h := m.Holder(); h != nil {
+		f(h)
+	}
+	for o := m.queue.head; o != nil && o != e; o = o.next {
+		f(o.t)
+	}
+}
+
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {

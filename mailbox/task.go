@@ -195,14 +195,8 @@ func (t *Task) EachAhead(f func(o *Task)) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock() // nothing changes: no retirement to decide
-	if !e.queued {
-		return
-	}
-	if h := m.Holder(); h != nil {
-		f(h)
-	}
-	for o := m.queue.head; o != nil && o != e; o = o.next {
-		f(o.t)
+	if e.queued {
+		m.EachAhead(e, f)
 	}
 }
 
