@@ -245,8 +245,9 @@ func pendingOf[K comparable](e *executor.Executor[K], key K) int {
 // TestNestedBehindDoMany: a nested call that would wait behind a DoMany
 // that itself waits for a key the calling task holds would wait forever (the
 // DoMany holds the other key while it waits); it is refused with
-// ErrReentrant at once, for Do and DoMany alike, and everything completes. A
-// nested call behind a DoMany that waits for someone else's key waits.
+// ErrReentrant at once, for Do, DoMany and Task.Wait alike, and everything
+// completes. A nested call behind a DoMany that waits for someone else's key
+// waits.
 func TestNestedBehindDoMany(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -261,21 +262,8 @@ func TestNestedBehindDoMany(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				e, _ := executor.New[string](executor.WithWorkers(4))
 				defer e.Close(context.Background())
-				bg := context.Background()
-				nest := make(chan struct{})
-				nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
-				go func() {
-					outer <- e.Do(bg, "a", func(ctx context.Context) error {
-						<-nest
-						nested <- c.call(e, ctx)
-						return nil
-					})
-				}()
-				synctest.Wait()
-				go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
-				synctest.Wait() // the DoMany holds b and waits for a
-				close(nest)
-				synctest.Wait()
+				nested, outer, many := nestBehindDoMany(e, []string{"a", "b"},
+					func(ctx context.Context) error { return c.call(e, ctx) })
 				select {
 				case err := <-nested:
 					if !errors.Is(err, executor.ErrReentrant) {
@@ -300,26 +288,14 @@ func TestNestedBehindDoMany(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := executor.New[string](executor.WithWorkers(4))
 			defer e.Close(context.Background())
-			bg := context.Background()
-			nest := make(chan struct{})
-			waited, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
 			var task *executor.Task
-			go func() {
-				outer <- e.Do(bg, "a", func(ctx context.Context) error {
-					<-nest
-					var err error
-					if task, err = e.Submit(bg, "b", nop); err != nil {
-						return err
-					}
-					waited <- task.Wait(ctx) // queued behind the DoMany
-					return nil
-				})
-			}()
-			synctest.Wait()
-			go func() { many <- e.DoMany(bg, []string{"a", "b"}, nop) }()
-			synctest.Wait()
-			close(nest)
-			synctest.Wait()
+			waited, outer, many := nestBehindDoMany(e, []string{"a", "b"}, func(ctx context.Context) error {
+				var err error
+				if task, err = e.Submit(context.Background(), "b", nop); err != nil {
+					return err
+				}
+				return task.Wait(ctx) // queued behind the DoMany
+			})
 			select {
 			case err := <-waited:
 				if !errors.Is(err, executor.ErrReentrant) {
@@ -333,7 +309,7 @@ func TestNestedBehindDoMany(t *testing.T) {
 					t.Errorf("got %v; want nil", err)
 				}
 			}
-			if err := task.Wait(bg); err != nil {
+			if err := task.Wait(context.Background()); err != nil {
 				t.Errorf("the submitted task = %v; want nil: only the nested Wait was refused", err)
 			}
 		})
@@ -342,22 +318,12 @@ func TestNestedBehindDoMany(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := executor.New[string](executor.WithWorkers(4))
 			defer e.Close(context.Background())
-			bg := context.Background()
-			holdC, nest := make(chan struct{}), make(chan struct{})
-			nested, outer, many := make(chan error, 1), make(chan error, 1), make(chan error, 1)
-			go e.Do(bg, "c", func(context.Context) error { <-holdC; return nil })
-			go func() {
-				outer <- e.Do(bg, "a", func(ctx context.Context) error {
-					<-nest
-					nested <- e.Do(ctx, "b", nop)
-					return nil
-				})
-			}()
+			holdC := make(chan struct{})
+			go e.Do(context.Background(), "c", func(context.Context) error { <-holdC; return nil })
 			synctest.Wait()
-			go func() { many <- e.DoMany(bg, []string{"c", "b"}, nop) }()
-			synctest.Wait() // the DoMany holds b and waits for c, not for a
-			close(nest)
-			synctest.Wait()
+			// The DoMany holds b and waits for c, not for a.
+			nested, outer, many := nestBehindDoMany(e, []string{"c", "b"},
+				func(ctx context.Context) error { return e.Do(ctx, "b", nop) })
 			select {
 			case err := <-nested:
 				t.Fatalf("nested Do behind a DoMany waiting for another key returned %v; want it to wait", err)
@@ -371,4 +337,28 @@ func TestNestedBehindDoMany(t *testing.T) {
 			}
 		})
 	})
+}
+
+// nestBehindDoMany, in a synctest bubble, starts a task on key a, queues a
+// DoMany on manyKeys (one of them b) once the task runs, then lets the task
+// make nested with its own ctx, and returns when every goroutine is blocked
+// or done. The channels carry nested's, the task's and the DoMany's results.
+func nestBehindDoMany(e *executor.Executor[string], manyKeys []string,
+	nested func(ctx context.Context) error) (inner, outer, many chan error) {
+	bg := context.Background()
+	nest := make(chan struct{})
+	inner, outer, many = make(chan error, 1), make(chan error, 1), make(chan error, 1)
+	go func() {
+		outer <- e.Do(bg, "a", func(ctx context.Context) error {
+			<-nest
+			inner <- nested(ctx)
+			return nil
+		})
+	}()
+	synctest.Wait()
+	go func() { many <- e.DoMany(bg, manyKeys, nop) }()
+	synctest.Wait() // the DoMany holds b and waits for its other key
+	close(nest)
+	synctest.Wait()
+	return inner, outer, many
 }

@@ -125,11 +125,7 @@ func runMutexMap() result {
 
 // runPerkey hands each operation to executor.Do on its key.
 func runPerkey() result {
-	exec, err := executor.New[int](executor.WithWorkers(workers))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "executor.New:", err)
-		os.Exit(1)
-	}
+	exec := newExecutor()
 	ctx := context.Background()
 	defer exec.Close(ctx)
 
@@ -155,11 +151,7 @@ func runPerkey() result {
 // runPerkeySubmit submits every operation from one goroutine and waits for
 // all of them.
 func runPerkeySubmit() result {
-	exec, err := executor.New[int](executor.WithWorkers(workers))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "executor.New:", err)
-		os.Exit(1)
-	}
+	exec := newExecutor()
 	ctx := context.Background()
 	defer exec.Close(ctx)
 
@@ -168,6 +160,7 @@ func runPerkeySubmit() result {
 	t0 := time.Now()
 	for i := range ops {
 		key := i % numKeys
+		var err error
 		if tasks[i], err = exec.Submit(ctx, key, func(context.Context) error { g.op(key); return nil }); err != nil {
 			fmt.Fprintln(os.Stderr, "Submit:", err)
 			os.Exit(1)
@@ -181,6 +174,16 @@ func runPerkeySubmit() result {
 	}
 	elapsed := time.Since(t0)
 	return result{name: "perkey Submit", elapsed: elapsed, overlap: g.overlap(), left: activeAfterDrain(exec)}
+}
+
+// newExecutor returns the executor each perkey row runs on, or exits.
+func newExecutor() *executor.Executor[int] {
+	exec, err := executor.New[int](executor.WithWorkers(workers))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "executor.New:", err)
+		os.Exit(1)
+	}
+	return exec
 }
 
 // activeAfterDrain polls ActiveKeys until it reaches 0 or drainFor passes:
