@@ -28,6 +28,14 @@ func newWork(id int, log *runLog) *work {
 	return &work{id: id, log: log, done: make(chan struct{})}
 }
 
+// newGatedWork is newWork that reports its start and runs until its gate
+// is closed.
+func newGatedWork(id int, log *runLog) *work {
+	w := newWork(id, log)
+	w.gate, w.started = make(chan struct{}), make(chan struct{})
+	return w
+}
+
 func (w *work) Run() {
 	w.ran.Add(1)
 	if w.started != nil {
@@ -213,8 +221,7 @@ func TestMailboxCancel(t *testing.T) {
 	r := newRunner(t, 1, 8)
 	b := newBox(r)
 	var log runLog
-	first := newWork(0, &log)
-	first.gate, first.started = make(chan struct{}), make(chan struct{})
+	first := newGatedWork(0, &log)
 	ft := b.submit(first)
 	wait(t, "the first task to start", first.started)
 	second, third := newWork(1, &log), newWork(2, &log)
@@ -252,8 +259,7 @@ func TestRunnerFairness(t *testing.T) {
 	r := newRunner(t, 1, throughput)
 	a, c := newBox(r), newBox(r)
 	var log runLog
-	hold := newWork(-1, &log)
-	hold.gate, hold.started = make(chan struct{}), make(chan struct{})
+	hold := newGatedWork(-1, &log)
 	a.submit(hold)
 	wait(t, "the holder to start", hold.started)
 	var ws []*work
@@ -387,16 +393,13 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 	r := newRunner(t, 1, 8)
 	var log runLog
 	other := newBox(r)
-	hold := newWork(-1, &log)
-	hold.gate, hold.started = make(chan struct{}), make(chan struct{})
+	hold := newGatedWork(-1, &log)
 	other.submit(hold)
 	wait(t, "the slot's holder to start", hold.started)
 
 	b := new(box)
 	b.m.Init(&b.mu, r, &b.o, 2) // room for 2 pending
-	a, c := newWork(0, &log), newWork(1, &log)
-	a.gate, a.started = make(chan struct{}), make(chan struct{})
-	c.gate, c.started = make(chan struct{}), make(chan struct{})
+	a, c := newGatedWork(0, &log), newGatedWork(1, &log)
 	b.submit(a) // no free slot: both wait, then run as one batch
 	b.submit(c)
 	p := &admitWork{work: newWork(2, &log), admitted: make(chan struct{})}
@@ -441,8 +444,7 @@ func TestEachAhead(t *testing.T) {
 	r := newRunner(t, 1, 8)
 	b := newBox(r)
 	var log runLog
-	first := newWork(0, &log)
-	first.gate, first.started = make(chan struct{}), make(chan struct{})
+	first := newGatedWork(0, &log)
 	ft := b.submit(first)
 	wait(t, "the first task to start", first.started)
 	var queued []*mailbox.Task
