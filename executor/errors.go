@@ -17,7 +17,8 @@ var (
 	ErrClosed = errors.New("perkey: executor closed")
 	// ErrReentrant means the calling task already holds the key it asked for
 	// (see Do), or a DoMany queued on that key waits for a key the calling
-	// task holds (errWaitsOnCaller), or Close was called from inside a task.
+	// task holds (the error returned then wraps ErrReentrant and says so),
+	// or Close was called from inside a task.
 	ErrReentrant = errors.New("perkey: task already holds this key")
 	// errWaitsOnCaller refuses a nested call that would wait behind a
 	// DoMany that waits for a key the calling task holds (see

@@ -479,11 +479,12 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 
 // Close stops the executor: new submissions fail with ErrClosed, every
 // accepted task runs, the workers of the pool the executor owns exit (a
-// pool given with WithPool is left running), and Close returns nil. If ctx ends first, tasks that have not started end with
-// ErrClosed, running tasks see their ctx canceled, and Close returns ctx's
-// error once they have returned. Close is idempotent and safe to call
-// concurrently; once it returns no goroutine of the executor is left.
-// Called from inside a task, it returns ErrReentrant and closes nothing.
+// pool given with WithPool is left running), and Close returns nil. If ctx
+// ends first, tasks that have not started end with ErrClosed, running tasks
+// see their ctx canceled, and Close returns ctx's error once they have
+// returned. Close is idempotent and safe to call concurrently; once it
+// returns no goroutine of the executor is left. Called from inside a task,
+// it returns ErrReentrant and closes nothing.
 func (e *Executor[K]) Close(ctx context.Context) error {
 	switch {
 	case e == nil:
