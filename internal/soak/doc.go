@@ -11,12 +11,14 @@
 // time out, are canceled before the call, while it is queued or while fn
 // runs. Their tasks return at once, return an error, panic, or sleep 0–2 ms
 // (cut short if their ctx ends). One fn in twenty (outside striped mode)
-// first makes a nested Do with its own ctx on a key above all of its keys,
-// bounded by a 5 ms timeout, and so on down a chain; the harness checks its
-// result like any other call's (ErrReentrant is right for a nested call
-// behind a DoMany that waits for one of the fn's keys), and the fn lends its
-// slot while it waits (the workers bound is checked with that in mind). A producer refused with ErrBusy pauses for
-// up to 0.5 ms before its next step, as a client backing off would. Every executor generation gets its own
+// first makes a nested call with its own ctx on keys above all of its keys
+// (a Do, a Submit then a Wait, a DoShared or a DoMany on two keys), bounded
+// by a 5 ms timeout, and so on down a chain; the harness checks its result
+// like any other call's (ErrReentrant is right for a nested call behind a
+// DoMany that waits for one of the fn's keys), and the fn lends its slot
+// while it waits (the workers bound is checked with that in mind). A
+// producer refused with ErrBusy pauses for up to 0.5 ms before its next
+// step, as a client backing off would. Every executor generation gets its own
 // policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
 // WithMaxPending), throughput and, for one in four, striped mode. Every
 // RestartEvery the generation is closed under load, either with a deadline

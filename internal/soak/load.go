@@ -148,6 +148,7 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 		g:      g,
 		p:      p,
 		op:     o.String(),
+		kind:   o,
 		keys:   keys,
 		shared: o == opDoShared,
 		ctx:    ctx,
@@ -166,12 +167,35 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 	// about the order of stripes.
 	if o != opGate && g.spec.stripes == 0 && p.r.IntN(100) < nestPercent {
 		if top := slices.Max(keys); top < p.h.cfg.Keys-1 {
-			in := p.newTask(g, opDo, []int{top + 1 + p.r.IntN(p.h.cfg.Keys-1-top)}, nil)
-			in.op, in.nested = "nested Do", true
+			above := func() int { return top + 1 + p.r.IntN(p.h.cfg.Keys-1-top) }
+			no, nk := nestedOp(p.r.IntN(100)), []int{above()}
+			if no == opDoMany {
+				if k := above(); k != nk[0] {
+					nk = append(nk, k)
+				} else {
+					no = opDo // one key above: a DoMany of one is a Do
+				}
+			}
+			in := p.newTask(g, no, nk, nil)
+			in.op, in.nested = "nested "+no.String(), true
 			t.inner = in
 		}
 	}
 	return t
+}
+
+// nestedOp is the kind of a nested call, from x in [0, 100): Do, Submit
+// then Wait, DoShared or DoMany.
+func nestedOp(x int) op {
+	switch {
+	case x < 40:
+		return opDo
+	case x < 70:
+		return opSubmit
+	case x < 85:
+		return opDoShared
+	}
+	return opDoMany
 }
 
 // call makes one blocking call (Do, Call, DoShared or DoMany) and checks its

@@ -35,6 +35,7 @@ type task struct {
 	g         *generation
 	p         *producer
 	op        string
+	kind      op    // what was called; opSubmit includes a Wait when nested
 	keys      []int // distinct keys fn holds
 	shared    bool
 	do        behaviour
@@ -136,13 +137,14 @@ func (h *harness) run(ctx context.Context, t *task) error {
 	return t.result
 }
 
-// nest makes t's nested call from its fn: a Do with fn's ctx on a key above
-// every key t holds, so nested calls alone never form a cycle. Behind a
-// DoMany that waits for one of t's keys the executor refuses it with
-// ErrReentrant; longer cycles (through a DoMany that waits for the key of a
-// task in another nested call) it cannot see, so the call's ctx ends after
-// nestPatience and it gives its place back. While the call waits t lends its
-// execution slot, so t stops counting as running.
+// nest makes t's nested call from its fn, with fn's ctx, on keys above
+// every key t holds, so nested calls alone never form a cycle: a Do,
+// DoShared or DoMany, or a Submit then a Wait on its Task. Behind a DoMany
+// that waits for one of t's keys the executor refuses a blocking call, or
+// the Wait, with ErrReentrant; longer cycles (through a DoMany that waits for
+// the key of a task in another nested call) it cannot see, so the call's
+// ctx ends after nestPatience and it gives its place back. While the call
+// waits t lends its execution slot, so t stops counting as running.
 func (h *harness) nest(ctx context.Context, t *task) {
 	in := t.inner
 	ctx, cancel := context.WithTimeout(ctx, nestPatience)
@@ -152,10 +154,42 @@ func (h *harness) nest(ctx context.Context, t *task) {
 	t.g.calls.Add(1)
 	h.running.Add(-1)
 	in.submitted = time.Now()
-	err := t.g.e.Do(ctx, in.keys[0], func(ctx context.Context) error { return h.run(ctx, in) })
+	fn := func(ctx context.Context) error { return h.run(ctx, in) }
+	var err error
+	switch e := t.g.e; in.kind {
+	case opDoShared:
+		err = e.DoShared(ctx, in.keys[0], fn)
+	case opDoMany:
+		err = e.DoMany(ctx, in.keys, fn)
+	case opSubmit:
+		err = h.submitWait(ctx, e, in, fn)
+	default:
+		err = e.Do(ctx, in.keys[0], fn)
+	}
 	h.running.Add(1)
 	h.settle(in, err, 0, false)
 	t.g.returns.Add(1)
+}
+
+// submitWait is a nested Submit followed by a Wait with the same ctx. It
+// returns the task's own result: if the Wait ends first (ctx ended, or
+// ErrReentrant, counted as a refusal: the task stays queued), it waits for
+// the task to end. That is bounded: a task that started finishes, and one
+// still queued is withdrawn when ctx ends, nestPatience at most from now.
+func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in *task,
+	fn func(context.Context) error) error {
+	tk, err := e.Submit(ctx, in.keys[0], fn)
+	if err != nil {
+		return err
+	}
+	if err = tk.Wait(ctx); err == nil || !(errors.Is(err, executor.ErrReentrant) || errors.Is(err, ctx.Err())) {
+		return err
+	}
+	if errors.Is(err, executor.ErrReentrant) {
+		h.nestRefused.Add(1)
+	}
+	<-tk.Done()
+	return tk.Wait(context.Background()) // ended: its result at once
 }
 
 // noteSlowest remembers the task that waited longest to start.
