@@ -422,10 +422,11 @@ func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 // Only the nested caller's own chain is searched: cycles through other
 // tasks' nested calls stay the caller's to avoid (see the package doc).
 //
-// It walks the key's queue under its lock: only nested calls pay for it.
+// It walks the key's queue under its lock, only where a multi-key task may
+// be queued (see mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
 	found := false
-	m.EachAhead(nil, func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
+	m.EachManyAhead(nil, func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
 	return found
 }
 
@@ -434,7 +435,7 @@ func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) boo
 // queued ahead of t needs a key the waiting task holds.
 func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Task) bool {
 	found := false
-	t.EachAhead(func(o *mailbox.Task) { found = found || e.needsHeld(ctx, o) })
+	t.EachManyAhead(func(o *mailbox.Task) { found = found || e.needsHeld(ctx, o) })
 	return found
 }
 

@@ -47,6 +47,7 @@ type Mailbox struct {
 	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
 	limit   int32        // room: at most limit pending; 0 = no cap
 	driven  bool         // a drive loop is scheduled or running
+	many    bool         // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 }
 
 // Init prepares m to live under lock mu, run on r and retire through o,
@@ -61,7 +62,7 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate)
 // before it is reused for another key (locked).
-func (m *Mailbox) Reset() { m.busySince = 0; m.served.Store(0) }
+func (m *Mailbox) Reset() { m.busySince = 0; m.served.Store(0); m.many = false }
 
 // Lock locks the mailbox's shard.
 func (m *Mailbox) Lock() { m.mu.Lock() }
@@ -218,15 +219,29 @@ func (m *Mailbox) Each(f func(t *Task)) {
 	}
 }
 
-// EachAhead calls f for the task holding m exclusively, if any, then for
-// every task queued ahead of e, oldest first; for every queued task if e is
-// nil (locked).
-func (m *Mailbox) EachAhead(e *Entry, f func(t *Task)) {
-	if h := m.Holder(); h != nil {
+// EachManyAhead calls f for each multi-key task that holds m or is queued
+// ahead of e, oldest first; ahead of every queued task if e is nil (locked).
+//
+// A mailbox where no multi-key task was queued since the last walk that
+// found none answers at once: the walk, under the shard's lock and as long
+// as the queue, is paid only where such a task may be.
+func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Task)) {
+	if !m.many {
+		return
+	}
+	found := false
+	if h := m.Holder(); h != nil && h.many != nil {
+		found = true
 		f(h)
 	}
 	for o := m.queue.head; o != nil && o != e; o = o.next {
-		f(o.t)
+		if o.t.many != nil {
+			found = true
+			f(o.t)
+		}
+	}
+	if !found && e == nil {
+		m.many = false // the whole queue was seen
 	}
 }
 
@@ -253,6 +268,9 @@ func (m *Mailbox) Hold(t *Task) {
 // unlocking.
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	e.m = m
+	if e.t.many != nil {
+		m.many = true
+	}
 	m.link(e)
 	return m.wake()
 }

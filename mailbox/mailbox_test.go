@@ -438,36 +438,68 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 	}
 }
 
-// TestEachAhead: EachAhead names the tasks queued ahead of a queued task,
-// and nothing for one that is not queued (here, running in a batch).
-func TestEachAhead(t *testing.T) {
+// TestEachManyAhead: EachManyAhead names the multi-key tasks holding a
+// mailbox or queued ahead of a queued task, not the single-key ones, and
+// nothing for a task that is not queued (here, running in a batch); a
+// mailbox walk that found none still sees the next multi-key task queued.
+func TestEachManyAhead(t *testing.T) {
 	r := newRunner(t, 1, 8)
-	b := newBox(r)
+	a, b := newBox(r), newBox(r)
 	var log runLog
 	first := newGatedWork(0, &log)
-	ft := b.submit(first)
+	ft := a.submit(first)
 	wait(t, "the first task to start", first.started)
-	var queued []*mailbox.Task
-	for i := 1; i <= 3; i++ {
-		queued = append(queued, b.submit(newWork(i, &log)))
-	}
-	ahead := func(of *mailbox.Task) []*mailbox.Task {
+	walk := func(bx *box) []*mailbox.Task {
 		var out []*mailbox.Task
-		of.EachAhead(func(o *mailbox.Task) { out = append(out, o) })
+		bx.m.Lock()
+		bx.m.EachManyAhead(nil, func(o *mailbox.Task) { out = append(out, o) })
+		bx.m.Unlock()
 		return out
 	}
-	if got := ahead(queued[2]); len(got) != 2 || got[0] != queued[0] || got[1] != queued[1] {
-		t.Errorf("ahead of the third queued task: got %v; want the first two queued", got)
+	s1 := a.submit(newWork(1, &log))
+	if got := walk(a); len(got) != 0 {
+		t.Errorf("walk of a queue of single-key tasks: got %v; want none", got)
 	}
-	if got := ahead(queued[0]); len(got) != 0 {
-		t.Errorf("ahead of the first queued task: got %v; want none (a batch holds no task)", got)
+	many := new(mailbox.Task)
+	entries := many.InitMany(newWork(2, &log), 2)
+	for i, bx := range []*box{a, b} {
+		bx.m.Lock()
+		dispatch := bx.m.Enqueue(&entries[i])
+		bx.m.Unlock()
+		if dispatch {
+			bx.m.Dispatch()
+		}
+	}
+	s3 := a.submit(newWork(3, &log))
+	ahead := func(of *mailbox.Task) []*mailbox.Task {
+		var out []*mailbox.Task
+		of.EachManyAhead(func(o *mailbox.Task) { out = append(out, o) })
+		return out
+	}
+	if got := ahead(s3); len(got) != 1 || got[0] != many {
+		t.Errorf("ahead of the task behind the multi-key one: got %v; want it", got)
+	}
+	if got := ahead(s1); len(got) != 0 {
+		t.Errorf("ahead of the task before the multi-key one: got %v; want none", got)
+	}
+	if got := walk(a); len(got) != 1 || got[0] != many {
+		t.Errorf("walk after a multi-key task was queued: got %v; want it", got)
+	}
+	if got := walk(b); len(got) != 1 || got[0] != many {
+		t.Errorf("walk of the multi-key task's other mailbox (it holds it): got %v; want it", got)
 	}
 	if got := ahead(ft); len(got) != 0 {
 		t.Errorf("ahead of the running task: got %v; want none", got)
 	}
 	close(first.gate)
 	r.Wait()
-	if got := ahead(queued[2]); len(got) != 0 {
+	if got := ahead(s3); len(got) != 0 {
 		t.Errorf("ahead of a task that ran: got %v; want none", got)
+	}
+	if got := walk(a); len(got) != 0 {
+		t.Errorf("walk after everything ran: got %v; want none", got)
+	}
+	if got := log.get(); len(got) != 4 || got[0] != 0 || got[1] != 1 || got[2] != 2 || got[3] != 3 {
+		t.Errorf("run order: got %v; want [0 1 2 3]", got)
 	}
 }

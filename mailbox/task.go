@@ -183,11 +183,11 @@ func (e *Entry) release() {
 	}
 }
 
-// EachAhead calls f, with the mailbox of single-key task t locked, for the
-// task holding that mailbox exclusively and for every task queued ahead of
-// t, if t is queued there; otherwise (it was never queued, or it has been
-// taken into a batch, runs or ended) it calls nothing.
-func (t *Task) EachAhead(f func(o *Task)) {
+// EachManyAhead calls f, with the mailbox of single-key task t locked, for
+// each multi-key task holding that mailbox or queued ahead of t, if t is
+// queued there; otherwise (it was never queued, or it has been taken into a
+// batch, runs or ended) it calls nothing. See Mailbox.EachManyAhead.
+func (t *Task) EachManyAhead(f func(o *Task)) {
 	e := &t.one
 	m := e.m // set when t was queued, before its submitter could hand t on
 	if m == nil {
@@ -196,7 +196,7 @@ func (t *Task) EachAhead(f func(o *Task)) {
 	m.mu.Lock()
 	defer m.mu.Unlock() // nothing changes: no retirement to decide
 	if e.queued {
-		m.EachAhead(e, f)
+		m.EachManyAhead(e, f)
 	}
 }
 
