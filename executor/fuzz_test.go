@@ -25,7 +25,8 @@ import (
 // waiting task has waited longer is refused; one operation then lets the
 // bubble's clock run 6ms instead of releasing a task). A fourth bit,
 // nesting (0x40 on workers), lets one operation make a running task call Do
-// from inside its fn, with its own ctx, on any key: the model knows which of
+// from inside its fn, with its own ctx, on any key (with 0x80 on the global
+// cap, also DoShared, or DoMany on two keys): the model knows which of
 // those calls are refused (ErrReentrant on a key the task or one it is
 // nested in holds, or behind a DoMany that needs such a key; its ctx's
 // error, ErrClosed, ErrBusy, under Block at the global cap too), that the
@@ -78,6 +79,13 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x42, 0x80, 0, 3, 1, 0, 0, 1, 1, 0, 1, 2, 0, 6, 0, 2, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x41, 0, 0, 0, 3, 0, 0, 1, 6, 0, 1, 0, 6, 0, 2, 0, 6, 0, 0, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x40, 0, 0, 0, 1, 0, 0, 0, 1, 0, 6, 0, 1, 0, 4, 0, 5, 0, 5, 0})
+	// Every nested kind (0x80 on the global cap): a nested DoShared; a
+	// nested DoMany; one on a held key; one behind a DoMany, on its second
+	// key, that waits for the calling task's key.
+	f.Add([]byte{0x41, 0, 0, 0x80, 1, 0, 0, 6, 0, 1, 0, 1, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x80, 1, 0, 0, 6, 0, 1, 0, 2, 2, 5, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0x80, 1, 0, 0, 6, 0, 1, 0, 2, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0x80, 1, 0, 0, 1, 1, 0, 3, 1, 0, 0, 6, 1, 2, 0, 2, 0, 5, 0, 5, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -145,7 +153,7 @@ type fuzzRun struct {
 	pos  int
 
 	workers, throughput, keyCap, globalCap int
-	striped, block, nesting                bool
+	striped, block, nesting, nestAll       bool
 	age                                    time.Duration // MaxQueueDelay's d; 0: not aging
 	t0                                     time.Time     // the bubble's clock at the start
 
@@ -186,9 +194,11 @@ func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 	if b&0x80 != 0 && !r.block {
 		r.age = fuzzAge
 	}
-	if c := r.next() % 8; c > 2 {
+	b = r.next()
+	if c := b % 8; c > 2 {
 		r.globalCap = int(c)
 	}
+	r.nestAll = r.nesting && b&0x80 != 0
 	return r
 }
 
@@ -451,11 +461,18 @@ func (r *fuzzRun) nested(ctx context.Context, in *fuzzTask) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	defer context.AfterFunc(in.trigger, cancel)()
+	switch in.kind {
+	case "nested DoShared":
+		return r.e.DoShared(ctx, in.keys[0], r.body(in))
+	case "nested DoMany":
+		return r.e.DoMany(ctx, in.keys, r.body(in))
+	}
 	return r.e.Do(ctx, in.keys[0], r.body(in))
 }
 
-// nestCall makes a running task whose fn is idle call Do on a key from
-// inside its fn, and says what the model expects of it.
+// nestCall makes a running task whose fn is idle call Do (with nestAll
+// also DoShared or DoMany) on keys from inside its fn, and says what the
+// model expects of it.
 func (r *fuzzRun) nestCall() string {
 	idle := r.idle()
 	if len(idle) == 0 {
@@ -463,9 +480,28 @@ func (r *fuzzRun) nestCall() string {
 	}
 	o := idle[int(r.next())%len(idle)]
 	k := int(r.next() % fuzzKeys)
-	in := &fuzzTask{id: len(r.tasks), kind: "nested Do", keys: []int{k}, qs: []int{r.q(k)},
+	in := &fuzzTask{id: len(r.tasks), kind: "nested Do", keys: []int{k},
 		behavior: int(r.next() % 3), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
 		ran: r.flags, outer: o, result: make(chan error, 1), ctxCanceled: o.ctxCanceled}
+	if r.nestAll {
+		switch r.next() % 3 {
+		case 1:
+			in.kind, in.shared = "nested DoShared", true
+		case 2:
+			in.kind, in.keys = "nested DoMany", dedupInts([]int{k, int(r.next() % fuzzKeys)})
+		}
+		// As in submit: a DoMany polls at a key cap under Block, and under
+		// MaxQueueDelay a granted DoMany or DoShared stops counting as
+		// queued when the model cannot say.
+		if in.kind != "nested Do" && (r.age > 0 || (r.block && r.keyCap > 0 && !in.shared)) {
+			in.kind, in.keys, in.shared = "nested Do", in.keys[:1], false
+		}
+	}
+	for _, k := range in.keys {
+		if q := r.q(k); !slices.Contains(in.qs, q) {
+			in.qs = append(in.qs, q)
+		}
+	}
 	chainHolds := func(q int) bool {
 		for x := o; x != nil; x = x.outer {
 			if slices.Contains(x.qs, q) {
@@ -474,12 +510,23 @@ func (r *fuzzRun) nestCall() string {
 		}
 		return false
 	}
-	held := chainHolds(in.qs[0])
-	// A DoMany queued on the key that needs a key the chain holds: the call
-	// would wait for it, and it for the chain.
-	behindWaiter := slices.ContainsFunc(r.queue[in.qs[0]], func(t *fuzzTask) bool {
-		return !t.started && len(t.qs) > 1 && slices.ContainsFunc(t.qs, chainHolds)
-	})
+	held := slices.ContainsFunc(in.qs, chainHolds)
+	// Per queue, in the call's key order (the order a DoMany takes them):
+	// a DoMany queued there that needs a key the chain holds (the call would
+	// wait for it, and it for the chain), else a key cap.
+	var perKey error
+	for _, q := range in.qs {
+		if slices.ContainsFunc(r.queue[q], func(t *fuzzTask) bool {
+			return !t.started && len(t.qs) > 1 && slices.ContainsFunc(t.qs, chainHolds)
+		}) {
+			perKey = executor.ErrReentrant
+			break
+		}
+		if !r.block && r.keyCap > 0 && len(r.queue[q]) >= r.keyCap {
+			perKey = executor.ErrBusy
+			break
+		}
+	}
 	var refuse, alt error
 	switch {
 	case o.ctxCanceled:
@@ -500,19 +547,17 @@ func (r *fuzzRun) nestCall() string {
 		refuse = executor.ErrBusy // a nested call never waits for global room
 	case r.globalCap > 0 && !r.block && r.pendingTasks() >= r.globalCap:
 		refuse = executor.ErrBusy
-	case behindWaiter:
-		refuse = executor.ErrReentrant
-	case !r.block && r.keyCap > 0 && len(r.queue[in.qs[0]]) >= r.keyCap:
-		refuse = executor.ErrBusy
+	case perKey != nil:
+		refuse = perKey
 	case r.age > 0:
 		if old := r.oldestWaiting(in.qs[0]); old != nil && time.Since(r.t0)-old.at > r.age {
 			refuse = executor.ErrBusy
 		}
 	}
-	if refuse == nil && r.waitsOnItself(o, in.qs[0]) {
+	if refuse == nil && slices.ContainsFunc(in.qs, func(q int) bool { return r.waitsOnItself(o, q) }) {
 		// A longer cycle of waits, through other tasks' nested calls (see
 		// the package doc): the caller's to avoid, not for the fuzzer.
-		return fmt.Sprintf("task %d: nested Do on %d skipped: it would wait on its own task", o.id, k)
+		return fmt.Sprintf("task %d: %s on %v skipped: it would wait on its own task", o.id, in.kind, in.keys)
 	}
 	in.trigger, in.cancel = context.WithCancel(context.Background())
 	r.tasks = append(r.tasks, in)
@@ -521,10 +566,10 @@ func (r *fuzzRun) nestCall() string {
 	if refuse != nil {
 		r.refused(in, refuse)
 		in.alt = alt
-		return fmt.Sprintf("task %d: nested Do %d on %d refused", o.id, in.id, k)
+		return fmt.Sprintf("task %d: %s %d on %v refused", o.id, in.kind, in.id, in.keys)
 	}
 	what := r.arriveKey(in)
-	return fmt.Sprintf("task %d: nested Do %d on %d behavior %d%s", o.id, in.id, k, in.behavior, what)
+	return fmt.Sprintf("task %d: %s %d on %v behavior %d%s", o.id, in.kind, in.id, in.keys, in.behavior, what)
 }
 
 // waitsOnItself reports whether a nested call of o's on queue q would
