@@ -395,7 +395,12 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			// Waiting in line on every key would hold room on the free
 			// ones, which a task nested on them may need while it holds
 			// a key this DoMany waits for (see backpressure.Block): a
-			// DoMany polls instead.
+			// DoMany polls instead. Each try is a fresh job: a giving-up
+			// Close may still hold the withdrawn one (it lists the queued
+			// tasks, then cancels them unlocked), and must find it
+			// canceled, not queued again for the next try. The GC takes
+			// it, like a rejected one.
+			j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
 			entries = j.mt.InitMany(j, len(keys))
 			err = e.pause(ctx, backoff, outer)
 		}
@@ -443,7 +448,10 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			break
 		}
 		if i == len(entries)-1 {
-			e.accept(j) // before the last enqueue, after which j may run
+			// Before the last enqueue, after which j may run. Until now a
+			// giving-up Close that saw j queued leaves it alone (Staged).
+			j.mt.Commit()
+			e.accept(j)
 		}
 		if m.Enqueue(&entries[i]) {
 			dispatch = append(dispatch, m)
@@ -453,7 +461,7 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 	}
 	e.multiMu.Unlock()
 	if v != backpressure.Admit {
-		j.mt.Cancel()
+		j.mt.Withdraw()
 	}
 	for _, m := range dispatch {
 		m.Dispatch()

@@ -411,3 +411,54 @@ func TestBlockNestedAdmittedWithdrawn(t *testing.T) {
 		}
 	})
 }
+
+// TestBlockDoManyRetryGiveUp: under Block a DoMany that meets a full key
+// withdraws and tries again later. A giving-up Close lists the tasks it finds
+// queued, then cancels them unlocked, so it may hold a DoMany's task from an
+// attempt that was queued for an instant. The next attempt must not reuse
+// that task: rewriting it raced with Close's reads (the race detector saw it
+// in a soak), and Close could cancel, count and settle the new attempt as if
+// it had been accepted, giving its reservation back twice.
+func TestBlockDoManyRetryGiveUp(t *testing.T) {
+	for round := range 30 {
+		e, err := executor.New[int](executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block()),
+			executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bg := context.Background()
+		hold := make(chan struct{})
+		held := make(chan struct{})
+		// Key 0 is full while its task runs: every DoMany below polls.
+		go e.Do(bg, 0, func(context.Context) error { close(held); <-hold; return nil })
+		<-held
+		const polling = 40
+		var wg sync.WaitGroup
+		for i := range polling {
+			wg.Go(func() {
+				err := e.DoMany(bg, []int{1 + i, 0}, func(context.Context) error { return nil })
+				if !errors.Is(err, executor.ErrClosed) {
+					t.Errorf("round %d: DoMany polling while Close gives up: got %v; want ErrClosed", round, err)
+				}
+			})
+		}
+		time.Sleep(time.Duration(round%5) * 100 * time.Microsecond)
+		ctx, cancel := context.WithCancel(bg)
+		cancel()
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close(ctx) }()
+		wg.Wait()
+		close(hold)
+		select {
+		case err := <-closed:
+			if !errors.Is(err, context.Canceled) && err != nil {
+				t.Errorf("round %d: Close: got %v; want context.Canceled or nil", round, err)
+			}
+		case <-time.After(patience):
+			t.Fatalf("round %d: Close did not return", round)
+		}
+		if s := e.Stats(); !balanced(s) || s.Submitted != 1 || s.Canceled != 0 || s.Completed != 1 {
+			t.Errorf("round %d: Stats = %+v; want the one Do accepted and completed, nothing canceled", round, s)
+		}
+	}
+}

@@ -464,6 +464,9 @@ func TestEachManyAhead(t *testing.T) {
 	entries := many.InitMany(newWork(2, &log), 2)
 	for i, bx := range []*box{a, b} {
 		bx.m.Lock()
+		if i == len(entries)-1 {
+			many.Commit() // accepted: room on every key
+		}
 		dispatch := bx.m.Enqueue(&entries[i])
 		bx.m.Unlock()
 		if dispatch {
@@ -501,5 +504,44 @@ func TestEachManyAhead(t *testing.T) {
 	}
 	if got := log.get(); len(got) != 4 || got[0] != 0 || got[1] != 1 || got[2] != 2 || got[3] != 3 {
 		t.Errorf("run order: got %v; want [0 1 2 3]", got)
+	}
+}
+
+// TestStagedTask: a multi-key task being enqueued is not accepted yet.
+// Cancel (what an owner's giving-up Close calls on every task it saw queued)
+// leaves it alone; Withdraw takes it out of the mailboxes it reached (queued
+// or holding), and nothing runs or settles it.
+func TestStagedTask(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	a := newBox(r)
+	var log runLog
+	w := newWork(1, &log)
+	many := new(mailbox.Task)
+	entries := many.InitMany(w, 2)
+	a.m.Lock()
+	dispatch := a.m.Enqueue(&entries[0])
+	a.m.Unlock()
+	if dispatch {
+		a.m.Dispatch() // it may hold a while it waits for its other key
+	}
+	if many.Cancel() {
+		t.Error("Cancel of a Staged task: got true; want false (it is not accepted)")
+	}
+	if got := many.State(); got != mailbox.Staged {
+		t.Errorf("state after Cancel: got %d; want Staged (%d)", got, mailbox.Staged)
+	}
+	many.Withdraw()
+	if got := many.State(); got != mailbox.Canceled {
+		t.Errorf("state after Withdraw: got %d; want Canceled (%d)", got, mailbox.Canceled)
+	}
+	a.m.Lock()
+	pending := a.m.Pending()
+	a.m.Unlock()
+	if pending != 0 {
+		t.Errorf("pending after Withdraw: got %d; want 0", pending)
+	}
+	r.Wait()
+	if w.ran.Load() != 0 || w.settled.Load() != 0 {
+		t.Errorf("withdrawn task: ran %d, settled %d; want neither", w.ran.Load(), w.settled.Load())
 	}
 }

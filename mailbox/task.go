@@ -8,12 +8,19 @@ import "sync/atomic"
 // never both started and canceled, and never neither. A task held inline
 // (Mailbox.Hold) stays Queued while its owner runs it: it is in no queue, so
 // nothing else can start or cancel it.
+//
+// A multi-key task starts Staged: its owner enqueues it one mailbox at a
+// time, and until it has room on every one it is not accepted. Others may
+// see it queued meanwhile (Each), but Cancel leaves it alone; its owner
+// either Commits it (Queued) before its last entry is enqueued, or takes it
+// back with Withdraw (Canceled).
 const (
 	Queued int32 = iota
 	Granted
 	Running
 	Done
 	Canceled
+	Staged
 )
 
 // Work is what a Task runs; the executor implements it.
@@ -82,10 +89,13 @@ func (t *Task) Init(w Work, shared bool) {
 }
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
-// returns its entries, to be enqueued with Mailbox.Enqueue. It may be called
-// again, after a Cancel, to start over with fresh entries.
+// returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
+// Commit it before its last entry is enqueued (a task still Staged when
+// every mailbox has granted it never runs), or Withdraw it. A task that was
+// ever queued is not to be initialised again: whoever saw it queued (Each,
+// EachManyAhead) may still refer to it.
 func (t *Task) InitMany(w Work, n int) []Entry {
-	t.state.Store(Queued)
+	t.state.Store(Staged)
 	t.need.Store(int32(n))
 	t.one.shared = false
 	t.work = w
@@ -118,9 +128,24 @@ func (t *Task) State() int32 { return t.state.Load() }
 // Shared reports whether the task takes shared holds.
 func (t *Task) Shared() bool { return t.one.shared }
 
+// Commit makes a Staged multi-key task Queued: it is accepted, and may be
+// canceled from now on. Call it before its last entry is enqueued, under
+// that mailbox's lock (after that entry, the task may be granted).
+func (t *Task) Commit() { t.state.Store(Queued) }
+
+// Withdraw takes a Staged task back out of the mailboxes it was enqueued in
+// so far (its owner found no room on one of its keys). It is Canceled from
+// then on, and nobody settles it: it was never accepted.
+func (t *Task) Withdraw() {
+	if t.state.CompareAndSwap(Staged, Canceled) {
+		t.Release()
+	}
+}
+
 // Cancel withdraws a task that has not started: it leaves every queue it is
 // in and gives back every hold it has, and the caller then owns its
-// settlement. Cancel reports false if the task already started or ended.
+// settlement. Cancel reports false if the task already started or ended,
+// or is Staged (not accepted yet: see Withdraw).
 // A withdrawn task may stay linked in a running batch until the drive loop
 // skips it, and OldestStamp follows its link: its owner must never reuse it.
 func (t *Task) Cancel() bool {
