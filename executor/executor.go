@@ -403,6 +403,11 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
 			entries = j.mt.InitMany(j, len(keys))
 			err = e.pause(ctx, backoff, outer)
+			if err == nil && e.closed.Load() {
+				// Its timer and Close came together: as for a call in a
+				// waiting room, once Close has begun none enters.
+				err = ErrClosed
+			}
 		}
 		if err != nil {
 			e.unreserve()
