@@ -452,15 +452,20 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			m.Unlock()
 			break
 		}
-		if i == len(entries)-1 {
-			// Before the last enqueue, after which j may run. Until now a
-			// giving-up Close that saw j queued leaves it alone (Staged).
-			j.mt.Commit()
-			e.accept(j)
+		last := i == len(entries)-1
+		if last {
+			e.accept(j) // j can start once m is unlocked
 		}
 		if m.Enqueue(&entries[i]) {
 			dispatch = append(dispatch, m)
 			e.dispatching.Add(1) // under m's lock: before j can settle
+		}
+		if last {
+			// Accepted. Until now a giving-up Close that saw j queued
+			// left it alone (Staged); from now on it may cancel it. Under
+			// m's lock, so before m can grant j, and after every entry's
+			// mailbox is set, which that cancel reads.
+			j.mt.Commit()
 		}
 		m.Unlock()
 	}

@@ -464,10 +464,10 @@ func TestEachManyAhead(t *testing.T) {
 	entries := many.InitMany(newWork(2, &log), 2)
 	for i, bx := range []*box{a, b} {
 		bx.m.Lock()
+		dispatch := bx.m.Enqueue(&entries[i])
 		if i == len(entries)-1 {
 			many.Commit() // accepted: room on every key
 		}
-		dispatch := bx.m.Enqueue(&entries[i])
 		bx.m.Unlock()
 		if dispatch {
 			bx.m.Dispatch()

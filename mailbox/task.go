@@ -12,7 +12,7 @@ import "sync/atomic"
 // A multi-key task starts Staged: its owner enqueues it one mailbox at a
 // time, and until it has room on every one it is not accepted. Others may
 // see it queued meanwhile (Each), but Cancel leaves it alone; its owner
-// either Commits it (Queued) before its last entry is enqueued, or takes it
+// either Commits it (Queued) once its last entry is enqueued, or takes it
 // back with Withdraw (Canceled).
 const (
 	Queued int32 = iota
@@ -90,8 +90,9 @@ func (t *Task) Init(w Work, shared bool) {
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
 // returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
-// Commit it before its last entry is enqueued (a task still Staged when
-// every mailbox has granted it never runs), or Withdraw it. A task that was
+// Commit it once its last entry is enqueued, before that mailbox is
+// unlocked (a task still Staged when every mailbox has granted it never
+// runs), or Withdraw it. A task that was
 // ever queued is not to be initialised again: whoever saw it queued (Each,
 // EachManyAhead) may still refer to it.
 func (t *Task) InitMany(w Work, n int) []Entry {
@@ -129,8 +130,9 @@ func (t *Task) State() int32 { return t.state.Load() }
 func (t *Task) Shared() bool { return t.one.shared }
 
 // Commit makes a Staged multi-key task Queued: it is accepted, and may be
-// canceled from now on. Call it before its last entry is enqueued, under
-// that mailbox's lock (after that entry, the task may be granted).
+// canceled from now on. Call it right after its last entry is enqueued,
+// with that mailbox still locked: every entry's mailbox is set by then
+// (Cancel reads them), and the task cannot be granted there yet.
 func (t *Task) Commit() { t.state.Store(Queued) }
 
 // Withdraw takes a Staged task back out of the mailboxes it was enqueued in
