@@ -92,9 +92,9 @@ func (t *Task) Init(w Work, shared bool) {
 // returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
 // Commit it once its last entry is enqueued, before that mailbox is
 // unlocked (a task still Staged when every mailbox has granted it never
-// runs), or Withdraw it. A task that was
-// ever queued is not to be initialised again: whoever saw it queued (Each,
-// EachManyAhead) may still refer to it.
+// runs), or Withdraw it. A task that was ever queued is not to be
+// initialised again: whoever saw it queued (Each, EachManyAhead) may still
+// refer to it.
 func (t *Task) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
