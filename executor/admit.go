@@ -193,8 +193,10 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 	return false, err
 }
 
-// pause sleeps d unless ctx ends or the executor closes first. A nested
-// call (outer is its task) lends the task's slot meanwhile.
+// pause sleeps d unless ctx ends or the executor closes first; it reports
+// ErrClosed whenever Close has begun, even if its timer fired at the same
+// time (as for a call in a waiting room, once Close has begun none enters).
+// A nested call (outer is its task) lends the task's slot meanwhile.
 func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx[K]) error {
 	lent := e.lend(outer)
 	defer e.unlend(outer, lent)
@@ -202,6 +204,9 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 	defer t.Stop()
 	select {
 	case <-t.C:
+		if e.closed.Load() {
+			return ErrClosed
+		}
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

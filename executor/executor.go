@@ -400,13 +400,9 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			// tasks, then cancels them unlocked), and must find it
 			// canceled, not queued again for the next try. The GC takes
 			// it, like a rejected one.
-			j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
-			entries = j.mt.InitMany(j, len(keys))
-			err = e.pause(ctx, backoff, outer)
-			if err == nil && e.closed.Load() {
-				// Its timer and Close came together: as for a call in a
-				// waiting room, once Close has begun none enters.
-				err = ErrClosed
+			if err = e.pause(ctx, backoff, outer); err == nil {
+				j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
+				entries = j.mt.InitMany(j, len(keys))
 			}
 		}
 		if err != nil {
