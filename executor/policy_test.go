@@ -442,6 +442,9 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 				}
 			})
 		}
+		// Not synchronisation: rounds vary how far the DoManys got before
+		// Close (none started, or each polling at some backoff). Every
+		// assertion below holds at any point.
 		time.Sleep(time.Duration(round%5) * 100 * time.Microsecond)
 		ctx, cancel := context.WithCancel(bg)
 		cancel()
@@ -451,8 +454,10 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 		close(hold)
 		select {
 		case err := <-closed:
-			if !errors.Is(err, context.Canceled) && err != nil {
-				t.Errorf("round %d: Close: got %v; want context.Canceled or nil", round, err)
+			// Key 0's task holds its reservation until hold is closed, so
+			// Close can only give up.
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("round %d: Close: got %v; want context.Canceled", round, err)
 			}
 		case <-time.After(patience):
 			t.Fatalf("round %d: Close did not return", round)

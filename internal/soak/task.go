@@ -182,11 +182,11 @@ func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in 
 	if err != nil {
 		return err
 	}
-	if err = tk.Wait(ctx); err == nil || !(errors.Is(err, executor.ErrReentrant) || errors.Is(err, ctx.Err())) {
-		return err
-	}
-	if errors.Is(err, executor.ErrReentrant) {
-		h.nestRefused.Add(1)
+	switch err = tk.Wait(ctx); {
+	case errors.Is(err, executor.ErrReentrant):
+		h.nestRefused.Add(1) // the task stays queued behind a DoMany
+	case ctx.Err() == nil || !errors.Is(err, ctx.Err()):
+		return err // the task ended: this is its result
 	}
 	<-tk.Done()
 	return tk.Wait(context.Background()) // ended: its result at once
