@@ -26,7 +26,7 @@
 // No metric has a key as a label: the number of series is fixed whatever
 // the key space. A hot key shows as perkey_key_pending_max close to the
 // per-key cap together with perkey_tasks_rejected_total{reason="key"}
-// rising; the debug package names it.
+// rising; package debugpage names it.
 //
 // The package owns no goroutine. It must never hold a lock, allocate or
 // block in an Observer method: the executor calls them on every task.

@@ -2,7 +2,7 @@
 // key and many cold ones, and serves what an operator would look at:
 //
 //	/metrics        Prometheus metrics (package metrics, with promhttp)
-//	/debug/perkey   live page with Stats and the hot keys (package debug)
+//	/debug/perkey   live page with Stats and the hot keys (package debugpage)
 //
 // Usage:
 //
@@ -33,7 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/perkey/perkey/backpressure"
-	"github.com/perkey/perkey/debug"
+	"github.com/perkey/perkey/debugpage"
 	"github.com/perkey/perkey/executor"
 	"github.com/perkey/perkey/metrics"
 )
@@ -102,8 +102,8 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/debug/perkey", debug.Handler(e))
-	mux.Handle("/debug/perkey/", debug.Handler(e))
+	mux.Handle("/debug/perkey", debugpage.Handler(e))
+	mux.Handle("/debug/perkey/", debugpage.Handler(e))
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<p><a href="/metrics">/metrics</a> · <a href="/debug/perkey">/debug/perkey</a></p>`)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perkey/perkey/debug"
+	"github.com/perkey/perkey/debugpage"
 )
 
 // TestRun runs the example briefly and checks that both endpoints show the
@@ -42,7 +42,7 @@ func TestRun(t *testing.T) {
 	rejected := regexp.MustCompile(`(?m)^perkey_tasks_rejected_total\{reason="key"\} (\S+)$`)
 	for {
 		text := fetch(t, base+"/metrics")
-		var s debug.Snapshot
+		var s debugpage.Snapshot
 		if err := json.Unmarshal([]byte(fetch(t, base+"/debug/perkey/json")), &s); err != nil {
 			t.Fatalf("decoding the debug JSON: %v", err)
 		}

@@ -1,4 +1,4 @@
-package debug
+package debugpage
 
 import "html/template"
 

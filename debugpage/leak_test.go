@@ -1,4 +1,4 @@
-package debug_test
+package debugpage_test
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package debug_test
+package debugpage_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/perkey/perkey/debug"
+	"github.com/perkey/perkey/debugpage"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -23,7 +23,7 @@ func get(t *testing.T, h http.Handler, method, target string) *http.Response {
 	return rec.Result()
 }
 
-func decode(t *testing.T, resp *http.Response) debug.Snapshot {
+func decode(t *testing.T, resp *http.Response) debugpage.Snapshot {
 	t.Helper()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status: got %d; want 200", resp.StatusCode)
@@ -31,7 +31,7 @@ func decode(t *testing.T, resp *http.Response) debug.Snapshot {
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Fatalf("Content-Type: got %q; want application/json", ct)
 	}
-	var s debug.Snapshot
+	var s debugpage.Snapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		t.Fatalf("decode: %v", err)
 	}
@@ -81,16 +81,16 @@ func TestJSONLive(t *testing.T) {
 		}
 	}()
 
-	h := debug.Handler(e)
+	h := debugpage.Handler(e)
 	before := time.Now()
 	for _, c := range []struct {
 		target string
-		hot    []debug.HotKey
+		hot    []debugpage.HotKey
 	}{
-		{"/debug/perkey?format=json", []debug.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
-		{"/debug/perkey/json", []debug.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
-		{"/debug/perkey/json?n=1", []debug.HotKey{{Key: "hot", Pending: 5}}},
-		{"/elsewhere/?format=json&n=100", []debug.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
+		{"/debug/perkey?format=json", []debugpage.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
+		{"/debug/perkey/json", []debugpage.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
+		{"/debug/perkey/json?n=1", []debugpage.HotKey{{Key: "hot", Pending: 5}}},
+		{"/elsewhere/?format=json&n=100", []debugpage.HotKey{{Key: "hot", Pending: 5}, {Key: "cold", Pending: 1}}},
 	} {
 		t.Run(c.target, func(t *testing.T) {
 			s := decode(t, get(t, h, http.MethodGet, c.target))
@@ -119,7 +119,7 @@ func TestJSONIdle(t *testing.T) {
 	if err := e.Do(context.Background(), 1, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
-	resp := get(t, debug.Handler(e), http.MethodGet, "/debug/perkey?format=json")
+	resp := get(t, debugpage.Handler(e), http.MethodGet, "/debug/perkey?format=json")
 	var raw map[string]json.RawMessage
 	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
 		t.Fatal(err)
@@ -157,16 +157,16 @@ func TestHotKeyCount(t *testing.T) {
 		wantAsked  int
 		wantLength int
 	}{
-		{"", http.StatusOK, debug.DefaultHotKeys, 3},
+		{"", http.StatusOK, debugpage.DefaultHotKeys, 3},
 		{"&n=2", http.StatusOK, 2, 2},
-		{"&n=100000", http.StatusOK, debug.MaxHotKeys, 3},
+		{"&n=100000", http.StatusOK, debugpage.MaxHotKeys, 3},
 		{"&n=0", http.StatusBadRequest, 0, 0},
 		{"&n=-3", http.StatusBadRequest, 0, 0},
 		{"&n=many", http.StatusBadRequest, 0, 0},
 	} {
 		t.Run(c.query, func(t *testing.T) {
 			src := &source[int]{hot: []executor.KeyLoad[int]{{Key: 7, Pending: 9}, {Key: 3, Pending: 2}, {Key: 1, Pending: 1}}}
-			resp := get(t, debug.Handler(src), http.MethodGet, "/debug/perkey?format=json"+c.query)
+			resp := get(t, debugpage.Handler(src), http.MethodGet, "/debug/perkey?format=json"+c.query)
 			if resp.StatusCode != c.status {
 				t.Fatalf("status: got %d; want %d", resp.StatusCode, c.status)
 			}
@@ -180,7 +180,7 @@ func TestHotKeyCount(t *testing.T) {
 			if len(s.HotKeys) != c.wantLength {
 				t.Errorf("hot keys served: got %d; want %d", len(s.HotKeys), c.wantLength)
 			}
-			if s.HotKeys[0] != (debug.HotKey{Key: "7", Pending: 9}) {
+			if s.HotKeys[0] != (debugpage.HotKey{Key: "7", Pending: 9}) {
 				t.Errorf("first hot key: got %+v; want {7 9}", s.HotKeys[0])
 			}
 		})
@@ -204,7 +204,7 @@ func TestKeysPrinted(t *testing.T) {
 			{Key: long, Pending: 1},
 		},
 	}
-	h := debug.Handler(src)
+	h := debugpage.Handler(src)
 	s := decode(t, get(t, h, http.MethodGet, "/debug/perkey?format=json"))
 	for i, want := range []string{`<script>alert("k")</script>`, "{b 7}", "(1+2i)", strings.Repeat("é", 199) + "…"} {
 		if s.HotKeys[i].Key != want {
@@ -238,7 +238,7 @@ func TestKeysPrinted(t *testing.T) {
 }
 
 func TestMethods(t *testing.T) {
-	h := debug.Handler(&source[string]{})
+	h := debugpage.Handler(&source[string]{})
 	for _, c := range []struct {
 		method string
 		status int

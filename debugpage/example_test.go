@@ -1,4 +1,4 @@
-package debug_test
+package debugpage_test
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 
-	"github.com/perkey/perkey/debug"
+	"github.com/perkey/perkey/debugpage"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -19,8 +19,8 @@ func ExampleHandler() {
 	defer e.Close(context.Background())
 
 	mux := http.NewServeMux()
-	mux.Handle("/debug/perkey", debug.Handler(e))  // the page; ?format=json for JSON
-	mux.Handle("/debug/perkey/", debug.Handler(e)) // /debug/perkey/json
+	mux.Handle("/debug/perkey", debugpage.Handler(e))  // the page; ?format=json for JSON
+	mux.Handle("/debug/perkey/", debugpage.Handler(e)) // /debug/perkey/json
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -31,7 +31,7 @@ func ExampleHandler() {
 		panic(err)
 	}
 	defer resp.Body.Close()
-	var s debug.Snapshot
+	var s debugpage.Snapshot
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		panic(err)
 	}
