@@ -72,7 +72,11 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 	e.unreserve()
 	// Over the cap, or others wait ahead (no barging): the load is full.
 	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
-	if e.cfg.policy.Decide(load) == backpressure.Wait && e.innermost(ctx) == nil {
+	v, err := e.decide(load, backpressure.ScopeGlobal)
+	if err != nil {
+		return e.reject(err)
+	}
+	if v == backpressure.Wait && e.innermost(ctx) == nil {
 		return e.parkGlobal(ctx)
 	}
 	// A nested call is refused rather than made to wait: its own task (and
@@ -233,7 +237,10 @@ func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, er
 			load.OldestWait = since(at)
 		}
 	}
-	v := e.cfg.policy.Decide(load)
+	v, err := e.decide(load, backpressure.ScopeKey)
+	if err != nil {
+		return backpressure.Reject, err
+	}
 	full := load.Full() == backpressure.ScopeKey
 	switch {
 	case v == backpressure.Wait && full:
@@ -258,6 +265,13 @@ func (e *Executor[K]) keyBusy(m *mailbox.Mailbox, key K) *backpressure.BusyError
 // refusal because the executor closed (ErrClosed, not in Stats.Rejected) to
 // the observer; it returns err.
 func (e *Executor[K]) reject(err error) error {
+	if pe, ok := err.(*policyError); ok {
+		e.rejected.Add(1) // refused by backpressure, if not by a verdict
+		if e.obs != nil {
+			e.obs.TaskRejected(Reason(pe.scope))
+		}
+		return err
+	}
 	be, ok := err.(*backpressure.BusyError)
 	if !ok {
 		if err == ErrClosed && e.obs != nil {
@@ -308,6 +322,10 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 	j.err = err
 	if e.obs != nil {
 		e.obs.TaskCanceled()
+	}
+	if j.unread {
+		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
+		return
 	}
 	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
 		ce.Write(j.ctx.keyField(), zap.Error(err))
@@ -468,21 +486,6 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 		}
 		ctx = m.callerCtx()
 	}
-}
-
-// dedup removes keys that share a mailbox, keeping first occurrences.
-func (e *Executor[K]) dedup(keys []K) []K {
-	out := make([]K, 0, len(keys))
-next:
-	for _, k := range keys {
-		for _, o := range out {
-			if e.router.Same(o, k) {
-				continue next
-			}
-		}
-		out = append(out, k)
-	}
-	return out
 }
 
 // loadHeap keeps the n largest KeyLoads (a min-heap on Pending).

@@ -42,8 +42,20 @@
 // best off taking it up front, with a, in one DoMany. Close called from
 // inside a task returns ErrReentrant.
 //
-// fn must not call runtime.Goexit (t.FailNow in a test): the goroutine that
-// runs it also drives the key's mailbox.
+// # Hostile callers
+//
+// Nothing a caller hands the executor can wedge it. A key that can never be
+// serialised (a NaN, a struct or array holding one, an interface holding a
+// slice, map or func) is refused with ErrInvalidKey before anything is
+// locked or counted; key types that can hold neither a float nor an
+// interface pay nothing for the check. A fn that calls runtime.Goexit (as
+// t.FailNow and testify's require do) ends its task with ErrGoexit: the
+// key's next task runs, the execution slot is given back, and a Do whose fn
+// ran on the caller's goroutine lets that goroutine exit, as Goexit
+// requires. A panic in fn becomes a *PanicError; a panic in an Observer, a
+// Policy (which refuses that submission), the error handler or the
+// logger's core is recovered and logged. Every recovered panic is logged
+// at error level, to stderr unless WithLogger says otherwise.
 //
 // # Costs
 //

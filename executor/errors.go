@@ -33,6 +33,16 @@ var (
 	ErrNilContext = errors.New("perkey: nil context")
 	// ErrNilTask means Wait was called on a nil *Task.
 	ErrNilTask = errors.New("perkey: nil task")
+	// ErrInvalidKey means a key can never be serialised: it is not equal to
+	// itself (a NaN, or a struct, array or interface value holding one), or
+	// its dynamic type cannot be hashed (an interface holding a slice, map
+	// or func). The returned error wraps it and names the key's type. A
+	// refused key is never enqueued, held or counted.
+	ErrInvalidKey = errors.New("perkey: invalid key")
+	// ErrGoexit means fn called runtime.Goexit (as t.FailNow does): it
+	// neither returned nor panicked. The task counts as completed, and the
+	// key's next task runs as after any other end.
+	ErrGoexit = errors.New("perkey: task called runtime.Goexit")
 	// ErrNilExecutor means a method was called on a nil *Executor (the
 	// zero value is not usable either: call New).
 	ErrNilExecutor = errors.New("perkey: nil executor")

@@ -24,7 +24,9 @@ type Executor[K comparable] struct {
 	cfg      config
 	log      *zap.Logger
 	sampled  *zap.Logger // rejections and cancellations
-	obs      Observer    // nil if none
+	limited  *zap.Logger // panics of callbacks other than fn, rate-limited
+	obs      Observer    // nil if none; contains the user's Observer's panics
+	keyCheck keyCheck    // what a key of type K is checked for (see validate)
 	needsAge bool        // the policy reads queue age
 	runner   *mailbox.Runner
 	router   *router.Router[K]
@@ -116,15 +118,19 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	}
 	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
 		stopped: make(chan struct{})}
-	e.log = cfg.logger.Named("perkey")
+	e.keyCheck = keyCheckOf[K]()
+	e.log = cfg.logger.WithOptions(zap.WrapCore(containCore)).Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)
 	}))
+	e.limited = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, time.Second, 1, 0)
+	}))
 	if cfg.hasObserver {
-		e.obs = cfg.observer
+		e.obs = &safeObserver{o: cfg.observer, onPanic: e.callbackPanicked}
 	}
 	if a, ok := cfg.policy.(backpressure.NeedsQueueAge); ok {
-		e.needsAge = a.NeedsQueueAge()
+		e.needsAge = e.askNeedsAge(a)
 	}
 	e.pool = cfg.pool
 	if e.pool == nil {
@@ -142,9 +148,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		e.runner.Ran = e.unreserveBatch // see job.Settle
 	}
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
-	if a, ok := e.obs.(Attacher); ok {
-		a.Attach(e)
-	}
+	e.attach()
 	e.log.Debug("executor started", zap.Int("workers", cfg.workers),
 		zap.Int("throughput", cfg.throughput), zap.Int("stripes", cfg.stripes))
 	return e, nil
@@ -189,6 +193,14 @@ func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context)
 	if err := e.check(ctx, fn); err != nil {
 		return err
 	}
+	if err := e.validate(key); err != nil {
+		return err
+	}
+	return e.doValid(ctx, key, fn, shared)
+}
+
+// doValid is doOne for a key already validated.
+func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
 	outer := e.innermost(ctx)
 	if outer != nil && e.held(ctx, key) {
 		if e.cfg.reentrant {
@@ -275,10 +287,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			e.accept(j)
 			m.Unlock()
 			e.accepted()
-			j.Run()
-			j.mt.Release()
-			e.giveSlot(outer, slot)
-			e.unreserve() // settled: the caller reads j.err and reuses j
+			e.runInline(j, outer, slot)
 			return true, nil, nil
 		}
 	}
@@ -294,6 +303,20 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		e.dispatching.Done()
 	}
 	return false, nil, nil
+}
+
+// runInline runs j, held inline (see enter), with slot s, then gives back
+// its hold, the slot and its reservation: the caller reads j.err and reuses
+// j. They are given back in a deferred call, so that a fn that calls
+// runtime.Goexit leaves nothing behind either: the caller's goroutine then
+// exits (as Goexit requires) and j is left to the GC.
+func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
+	defer func() {
+		j.mt.Release()
+		e.giveSlot(outer, s)
+		e.unreserve()
+	}()
+	j.Run()
 }
 
 // inline runs the fn of a nested call on keys its task already holds
@@ -322,10 +345,35 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // use a fresh ctx. A Wait from inside a task never waits for a submission
 // queued behind a DoMany that waits for the waiting task: see Task.Wait.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
+	a, err := e.submit(ctx, key, fn, false)
+	if err != nil {
+		return nil, err
+	}
+	return &a.task, nil
+}
+
+// Go queues fn on key and returns at once, like Submit, but gives the caller
+// nothing to wait on: fn's error, its panic (a *PanicError) or why it never
+// ran goes to the error handler (see WithErrorHandler; by default it is
+// logged at error level with the key). Admission, caps, policies, order,
+// ctx and the nesting rules are those of Submit, and so are Stats. Use it for
+// work whose outcome the caller would only log.
+func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
+	_, err := e.submit(ctx, key, fn, true)
+	return err
+}
+
+// submit queues an asynchronous task (Submit, Go); unread says that no
+// caller will read its result (Go).
+func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context) error, unread bool) (*asyncJob[K], error) {
 	if err := e.check(ctx, fn); err != nil {
 		return nil, err
 	}
+	if err := e.validate(key); err != nil {
+		return nil, err
+	}
 	a := &asyncJob[K]{}
+	a.job.unread = unread
 	a.ctx.key = key
 	j := e.bind(&a.job, ctx, fn, &a.ctx)
 	a.task.call = a
@@ -341,7 +389,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if lentBy != nil {
 		e.unlend(lentBy, true) // its ctx is watched: the task may go on
 	}
-	return &a.task, nil
+	return a, nil
 }
 
 // DoMany runs fn holding every key in keys: no other task of any of those
@@ -361,6 +409,9 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	if len(keys) == 0 {
 		return ErrNoKeys
 	}
+	if err := e.validateAll(keys); err != nil {
+		return err
+	}
 	keys = e.dedup(keys)
 	outer := e.innermost(ctx)
 	if outer != nil {
@@ -378,7 +429,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		}
 	}
 	if len(keys) == 1 {
-		return e.doOne(ctx, keys[0], fn, false)
+		return e.doValid(ctx, keys[0], fn, false)
 	}
 	j := e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
 	entries := j.mt.InitMany(j, len(keys))
@@ -493,12 +544,18 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 
 // Close stops the executor: new submissions fail with ErrClosed, every
 // accepted task runs, the workers of the pool the executor owns exit (a
-// pool given with WithPool is left running), and Close returns nil. If ctx
-// ends first, tasks that have not started end with ErrClosed, running tasks
-// see their ctx canceled, and Close returns ctx's error once they have
-// returned. Close is idempotent and safe to call concurrently; once it
-// returns no goroutine of the executor is left. Called from inside a task,
-// it returns ErrReentrant and closes nothing.
+// pool given with WithPool is left running), and Close returns nil.
+//
+// If ctx ends first, Close gives up, as http.Server.Shutdown does: tasks
+// that have not started end with ErrClosed (their Wait or Do returns it),
+// running tasks see their ctx canceled, and Close returns ctx's error at
+// once, without waiting for a task that ignores its ctx. Such a task keeps
+// its goroutine until fn returns, and its key's mailbox until then; nothing
+// else is left, and a later Close returns nil once nothing runs.
+//
+// Close is idempotent and safe to call concurrently. Once a Close has
+// returned nil, no goroutine of the executor is left. Called from inside a
+// task, it returns ErrReentrant and closes nothing.
 func (e *Executor[K]) Close(ctx context.Context) error {
 	switch {
 	case e == nil:
@@ -526,13 +583,19 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 		default:
 			err = ctx.Err()
 			e.giveUp()
-			<-e.drained
+			select {
+			case <-e.drained: // nothing was running: stop now
+			default:
+				return err // running tasks ignore their ctx: do not wait
+			}
 		}
 	}
 	if e.stopping.Swap(true) {
-		<-e.stopped
+		<-e.stopped // drained: no user code is left to run, so this is quick
 		return err
 	}
+	// Drained: every accepted task has settled. What is left are drive
+	// loops and pond workers on their way out, which take microseconds.
 	e.dispatching.Wait()
 	e.runner.Wait()
 	if e.ownPool {
@@ -541,6 +604,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	e.forceCancel()
 	e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
 		zap.Uint64("canceled", e.canceled.Load()))
+	e.detach()
 	close(e.stopped)
 	return err
 }

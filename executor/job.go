@@ -34,6 +34,10 @@ type job[K comparable] struct {
 	ctx *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
 	err error       // written before the job settles, read after
 
+	// unread says that no caller reads err (Go): its failure goes to the
+	// error handler.
+	unread bool
+
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
 	// and every value is received before the next is sent, so a pooled
@@ -100,6 +104,11 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 
 // Run executes fn (mailbox.Work). A task whose caller's ctx ended, or that
 // a giving-up Close abandoned, is not run and is accounted as canceled.
+//
+// Run contains everything fn can do: a panic becomes a *PanicError, and a
+// runtime.Goexit is accounted here (ErrGoexit) before the goroutine goes on
+// exiting, so the mailbox's deferred checks find the task ended and hand
+// the key on (see mailbox's Work).
 func (j *job[K]) Run() {
 	e := j.ctx.e
 	c := j.ctx
@@ -117,40 +126,55 @@ func (j *job[K]) Run() {
 		start = time.Now() // one clock read for both the wait and the run
 		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.mt.Stamp()))
 	}
-	err, panicked := j.call()
-	c.end()
+	err, outcome := j.call(start)
+	j.ran(err, outcome, start)
+}
+
+// call runs fn, turning a panic into a *PanicError logged with the key. If
+// fn calls runtime.Goexit, call ends the task with ErrGoexit itself (its
+// deferred check sees that fn neither returned nor panicked, as
+// singleflight's does), and never returns.
+func (j *job[K]) call(start time.Time) (err error, outcome Outcome) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			err, outcome = pe, Panicked
+			j.ctx.e.log.Error("task panicked",
+				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			return
+		}
+		// Neither a return nor a panic (since Go 1.21 panic(nil) is a
+		// *runtime.PanicNilError): runtime.Goexit. End the task now, while
+		// the goroutine unwinds.
+		j.ran(ErrGoexit, Failed, start)
+	}()
+	err = j.fn(j.ctx)
+	returned = true
+	if err != nil {
+		outcome = Failed
+	}
+	return err, outcome
+}
+
+// ran accounts for a task whose fn ended with err.
+func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
+	e := j.ctx.e
+	j.ctx.end()
 	j.err = err
 	e.completed.Add(1)
-	outcome := OK
-	switch {
-	case panicked:
+	if outcome == Panicked {
 		e.panicked.Add(1)
-		outcome = Panicked
-	case err != nil:
-		outcome = Failed
 	}
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
 	}
-}
-
-// call runs fn, turning a panic into a *PanicError logged with the key.
-func (j *job[K]) call() (err error, panicked bool) {
-	defer func() {
-		if v := recover(); v != nil {
-			// Built here, not in a helper: this closure's frame (some 400
-			// bytes for the log's fields) is part of the hot path's
-			// timing. With it moved out of line (122b4fd) the
-			// closure shrank to 72 bytes and BenchmarkHotKey ran 23-29 %
-			// slower in three interleaved A/Bs: callers found the key idle
-			// less often, queued and parked more (see BENCHMARKS.md).
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			err, panicked = pe, true
-			j.ctx.e.log.Error("task panicked",
-				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
-		}
-	}()
-	return j.fn(j.ctx), false
+	if j.unread && err != nil {
+		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
+	}
 }
 
 // Settle ends a synchronous call's task once no mailbox refers to it

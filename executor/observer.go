@@ -45,7 +45,10 @@ func (r Reason) String() string {
 
 // Observer receives task events. The executor calls it synchronously, never
 // under a lock, from the goroutine where the event happens; implementations
-// must be cheap, must not block, and must be safe for concurrent use.
+// must be cheap, must not block, and must be safe for concurrent use. A
+// panic in an Observer is recovered and logged at error level
+// (rate-limited); the task and its key go on as if the event had been
+// delivered.
 type Observer interface {
 	// TaskAccepted: a submission was accepted.
 	TaskAccepted()
@@ -74,4 +77,11 @@ type Gauges interface {
 // gauges; New calls Attach once with the executor it builds.
 type Attacher interface {
 	Attach(g Gauges)
+}
+
+// Detacher is implemented by observers that stop reading an executor's
+// gauges once it has closed; Close calls Detach once, when the executor has
+// stopped (a Close that returned nil).
+type Detacher interface {
+	Detach(g Gauges)
 }

@@ -36,6 +36,7 @@ type config struct {
 	policy      backpressure.Policy
 	observer    Observer
 	hasObserver bool
+	onError     func(key any, err error)
 }
 
 // defaults sets every default in one place.
@@ -43,7 +44,7 @@ func defaults() config {
 	return config{
 		workers:    max(runtime.GOMAXPROCS(0), DefaultWorkers),
 		throughput: DefaultThroughput,
-		logger:     zap.NewNop(),
+		logger:     defaultLogger(),
 		policy:     backpressure.FailFast(),
 	}
 }
@@ -107,9 +108,13 @@ func WithThroughput(n int) Option {
 	}
 }
 
-// WithLogger sets where panics, sampled rejections and lifecycle events are
-// logged. The executor logs through l.Named("perkey"). The default is
-// zap.NewNop(); nil is an error.
+// WithLogger sets where panics, unread failures, sampled rejections and
+// lifecycle events are logged. The executor logs through l.Named("perkey"),
+// and contains a panic in l's core. The default logs at error level only, as
+// JSON lines on stderr: recovered panics (of fn, an Observer, a Policy, the
+// error handler) and the failures of tasks whose result no caller reads
+// (see WithErrorHandler). A recovered panic is never silent unless you say
+// so: zap.NewNop() silences everything. nil is an error.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -179,6 +184,24 @@ func WithObserver(o Observer) Option {
 		}
 		c.observer = o
 		c.hasObserver = true
+		return nil
+	}
+}
+
+// WithErrorHandler sets f to receive the key and the error of every task
+// whose result no caller will read: a task started with Go that returned an
+// error, panicked (a *PanicError), called runtime.Goexit (ErrGoexit) or never
+// ran (its ctx's error, or ErrClosed when Close gave up). f is called once
+// per such task, on the goroutine that ended it, before the key's next task
+// starts: it must not block. A panic in f is recovered and logged. By
+// default these failures are logged at error level with the key. nil is an
+// error.
+func WithErrorHandler(f func(key any, err error)) Option {
+	return func(c *config) error {
+		if f == nil {
+			return optErr("WithErrorHandler(nil)")
+		}
+		c.onError = f
 		return nil
 	}
 }

@@ -451,7 +451,6 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 		closed := make(chan error, 1)
 		go func() { closed <- e.Close(ctx) }()
 		wg.Wait()
-		close(hold)
 		select {
 		case err := <-closed:
 			// Key 0's task holds its reservation until hold is closed, so
@@ -461,6 +460,10 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 			}
 		case <-time.After(patience):
 			t.Fatalf("round %d: Close did not return", round)
+		}
+		close(hold) // Close returned while key 0's task ran, as its ctx had ended
+		if err := e.Close(bg); err != nil {
+			t.Errorf("round %d: Close once nothing runs: got %v; want nil", round, err)
 		}
 		if s := e.Stats(); !balanced(s) || s.Submitted != 1 || s.Canceled != 0 || s.Completed != 1 {
 			t.Errorf("round %d: Stats = %+v; want the one Do accepted and completed, nothing canceled", round, s)

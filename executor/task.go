@@ -208,6 +208,14 @@ func (c *taskCtx[K]) holds(key K) bool {
 	return false
 }
 
+// keyAny is the task's key, or its keys, for the error handler.
+func (c *taskCtx[K]) keyAny() any {
+	if c.multi != nil {
+		return *c.multi
+	}
+	return c.key
+}
+
 func (c *taskCtx[K]) keyField() zap.Field {
 	if c.multi != nil {
 		return zap.Any("keys", *c.multi)

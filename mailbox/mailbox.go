@@ -419,46 +419,80 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 	m.writer = &batchHold
 	m.mu.Unlock()
 	settle(done)
+	m.runFrom(first, 0)
+	m.mu.Lock()
+	m.endBatch()
+	return n
+}
 
-	track, measure := m.r.TrackOldest, m.r.MeasureService
-	ran := 0
-	for e := first; e != nil; {
+// runFrom runs the tasks of a running batch from e on; ran is how many of
+// the batch's tasks ran before e.
+//
+// If a task's Run never returns (its fn called runtime.Goexit: the Work
+// accounted for it, and the goroutine is exiting), the deferred check ends
+// that task as after any run and hands the rest of the batch, the mailbox
+// and this goroutine's execution slot to a fresh drive loop, so the key
+// goes on in FIFO order and nothing is left driven.
+func (m *Mailbox) runFrom(e *Entry, ran int) {
+	var running *Entry // the entry whose task is in Run
+	defer func() {
+		if running != nil {
+			next := running.next // read before the task settles
+			m.finishRun(running.t)
+			m.r.takeOver(func() {
+				m.runFrom(next, ran+1)
+				m.mu.Lock()
+				m.endBatch()
+				m.mu.Unlock()
+			}, item{m: m})
+		}
+	}()
+	track := m.r.TrackOldest
+	for e != nil {
 		next := e.next
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {
 			if track {
 				m.cursor.Store(next)
 			}
+			running = e
 			t.work.Run()
-			m.pending.Add(-1)
-			if m.parked.Load() > 0 {
-				// Room for a parked submission now, not when the batch
-				// ends: it queues behind the batch.
-				m.mu.Lock()
-				m.promote()
-				m.mu.Unlock()
-			}
-			if measure {
-				m.served.Add(1)
-			}
+			running = nil
+			m.finishRun(t)
 			ran++
-			t.Finish()
-			t.work.Settle()
 		}
 		e = next
 	}
 	if m.r.Ran != nil && ran > 0 {
 		m.r.Ran(ran)
 	}
+}
 
-	m.mu.Lock()
-	if track {
+// finishRun ends a batched task that ran: it frees its place, admits a
+// parked submission into the room (it queues behind the batch), and
+// settles the task.
+func (m *Mailbox) finishRun(t *Task) {
+	m.pending.Add(-1)
+	if m.parked.Load() > 0 {
+		m.mu.Lock()
+		m.promote()
+		m.mu.Unlock()
+	}
+	if m.r.MeasureService {
+		m.served.Add(1)
+	}
+	t.Finish()
+	t.work.Settle()
+}
+
+// endBatch releases the batch's hold once its tasks have run (locked).
+func (m *Mailbox) endBatch() {
+	if m.r.TrackOldest {
 		m.cursor.Store(nil)
 	}
 	m.writer = nil
 	m.decay()
 	m.promote()
-	return n
 }
 
 // grantReaders grants every further shared task at the head and puts them on

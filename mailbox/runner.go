@@ -161,9 +161,27 @@ func (r *Runner) spawn(f func()) {
 }
 
 // loop runs on a slot: it drives its first item, then takes the next ready
-// item, until the ready queue is empty and the slot is released.
+// item, until the ready queue is empty and the slot is released. An empty
+// item starts with the next ready one.
 func (r *Runner) loop(it item) {
 	defer r.loops.Done()
+	r.serve(it)
+}
+
+// takeOver hands the slot of a loop whose goroutine is exiting (a task's fn
+// called runtime.Goexit; the task has ended) to a fresh loop that runs rest,
+// then serves it. It is called from a deferred function on the exiting
+// goroutine, whose own loop still counts in loops until it is gone.
+func (r *Runner) takeOver(rest func(), it item) {
+	r.spawn(func() {
+		defer r.loops.Done()
+		rest()
+		r.serve(it)
+	})
+}
+
+// serve is loop's body.
+func (r *Runner) serve(it item) {
 	for {
 		t := it.t
 		if it.m != nil {
@@ -179,15 +197,24 @@ func (r *Runner) loop(it item) {
 	}
 }
 
-// runGranted runs a granted multi-key or shared task and gives its holds back.
+// runGranted runs a granted multi-key or shared task and gives its holds
+// back. If Run never returns (Goexit: see Mailbox.runFrom), the deferred
+// call ends the task all the same and hands the slot to a fresh loop.
 func (r *Runner) runGranted(t *Task) {
 	if !t.start() {
 		return // canceled while waiting for a slot; its canceler settles it
 	}
+	returned := false
+	defer func() {
+		t.Release()
+		t.Finish()
+		t.work.Settle()
+		if !returned {
+			r.takeOver(func() {}, item{})
+		}
+	}()
 	t.work.Run()
-	t.Release()
-	t.Finish()
-	t.work.Settle()
+	returned = true
 }
 
 // next takes the next ready item for a loop that owns a slot; when there is

@@ -26,7 +26,10 @@ const (
 // Work is what a Task runs; the executor implements it.
 type Work interface {
 	// Run executes the task; the task is in state Running and holds every
-	// mailbox it needs. Run must not panic.
+	// mailbox it needs. Run must not panic. It may not return at all, if
+	// the task's own code calls runtime.Goexit: Run must have accounted for
+	// the task's end by then (in a deferred call), and the mailbox then ends
+	// the task as after a return and hands the key to a fresh drive loop.
 	Run()
 	// Settle is called once, after Run or after a successful Cancel, when
 	// no mailbox refers to the task any more. It wakes the task's waiters.

@@ -1,0 +1,222 @@
+package executor
+
+import (
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/perkey/perkey/backpressure"
+)
+
+// Every user callback (fn, an Observer, a Policy, the error handler, the
+// logger's core) runs where a failure is contained: a panic in one is
+// recovered on the spot and reported, so it never unwinds through a drive
+// loop, a held lock or a reservation. This file holds the wrappers for all
+// but fn, whose panics and Goexits job.call contains.
+
+// defaultLogger is what an executor logs to without WithLogger: errors only
+// (recovered panics and unread failures), as JSON lines on stderr. A
+// recovered panic is never silent; zap.NewNop() silences it on purpose.
+func defaultLogger() *zap.Logger {
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel))
+}
+
+// safeCore contains panics in the user's zap core. What it cannot log
+// through the core, it writes once a second at most to stderr.
+type safeCore struct {
+	zapcore.Core
+	last *atomic.Int64 // unix ns of the last report to stderr
+}
+
+func containCore(c zapcore.Core) zapcore.Core { return safeCore{Core: c, last: new(atomic.Int64)} }
+
+func (c safeCore) report(op string, v any) {
+	now := time.Now().UnixNano()
+	if last := c.last.Load(); now-last < int64(time.Second) || !c.last.CompareAndSwap(last, now) {
+		return
+	}
+	fmt.Fprintf(os.Stderr, "perkey: the logger's core panicked in %s: %v\n", op, v)
+}
+
+func (c safeCore) Enabled(l zapcore.Level) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.report("Enabled", v)
+			ok = false
+		}
+	}()
+	return c.Core.Enabled(l)
+}
+
+func (c safeCore) With(fs []zapcore.Field) (out zapcore.Core) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.report("With", v)
+			out = c
+		}
+	}()
+	return safeCore{Core: c.Core.With(fs), last: c.last}
+}
+
+func (c safeCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) (out *zapcore.CheckedEntry) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.report("Check", v)
+			out = ce
+		}
+	}()
+	// The inner core adds itself to ce; wrap it so that its Write is
+	// contained too.
+	if !c.Core.Enabled(ent.Level) {
+		return ce
+	}
+	return ce.AddCore(ent, c)
+}
+
+func (c safeCore) Write(ent zapcore.Entry, fs []zapcore.Field) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.report("Write", v)
+			err = nil // reported: zap would only print it again
+		}
+	}()
+	// Ask the inner core, so that cores that filter in Check (samplers,
+	// hooks) still do.
+	if inner := c.Core.Check(ent, nil); inner != nil {
+		inner.Write(fs...)
+	}
+	return nil
+}
+
+func (c safeCore) Sync() (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.report("Sync", v)
+			err = fmt.Errorf("perkey: logger panicked: %v", v)
+		}
+	}()
+	return c.Core.Sync()
+}
+
+// callbackPanicked reports a panic recovered from a user callback other
+// than fn, at error level and rate-limited (a callback that panics on every
+// event would flood the log).
+func (e *Executor[K]) callbackPanicked(what string, v any) {
+	if ce := e.limited.Check(zap.ErrorLevel, what+" panicked"); ce != nil {
+		ce.Write(zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
+	}
+}
+
+// safeObserver calls an Observer, containing its panics.
+type safeObserver struct {
+	o       Observer
+	onPanic func(what string, v any)
+}
+
+func (s *safeObserver) contain() {
+	if v := recover(); v != nil {
+		s.onPanic("observer", v)
+	}
+}
+
+func (s *safeObserver) TaskAccepted() {
+	defer s.contain()
+	s.o.TaskAccepted()
+}
+
+func (s *safeObserver) TaskRejected(r Reason) {
+	defer s.contain()
+	s.o.TaskRejected(r)
+}
+
+func (s *safeObserver) TaskStarted(wait time.Duration) {
+	defer s.contain()
+	s.o.TaskStarted(wait)
+}
+
+func (s *safeObserver) TaskFinished(run time.Duration, out Outcome) {
+	defer s.contain()
+	s.o.TaskFinished(run, out)
+}
+
+func (s *safeObserver) TaskCanceled() {
+	defer s.contain()
+	s.o.TaskCanceled()
+}
+
+// attach and detach tell an Observer that reads gauges (Attacher, Detacher)
+// about e.
+func (e *Executor[K]) attach() {
+	if a, ok := e.cfg.observer.(Attacher); ok {
+		defer e.containCallback("observer's Attach")
+		a.Attach(e)
+	}
+}
+
+func (e *Executor[K]) detach() {
+	if d, ok := e.cfg.observer.(Detacher); ok {
+		defer e.containCallback("observer's Detach")
+		d.Detach(e)
+	}
+}
+
+func (e *Executor[K]) containCallback(what string) {
+	if v := recover(); v != nil {
+		e.callbackPanicked(what, v)
+	}
+}
+
+// decide asks the policy about a submission at the cap of scope,
+// containing its panic: a Policy that panics refuses that one submission
+// with a *policyError, which wraps a *PanicError.
+func (e *Executor[K]) decide(load backpressure.Load, scope backpressure.Scope) (v backpressure.Verdict, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.callbackPanicked("policy", p)
+			v, err = backpressure.Reject, &policyError{scope: scope, pe: &PanicError{Value: p, Stack: debug.Stack()}}
+		}
+	}()
+	return e.cfg.policy.Decide(load), nil
+}
+
+// askNeedsAge asks a policy whether it reads queue age; one that panics is
+// taken to say yes (it then gets the age, and its Decide is contained).
+func (e *Executor[K]) askNeedsAge(a backpressure.NeedsQueueAge) (yes bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			e.callbackPanicked("policy's NeedsQueueAge", p)
+			yes = true
+		}
+	}()
+	return a.NeedsQueueAge()
+}
+
+// policyError is the refusal of a submission whose Policy panicked.
+type policyError struct {
+	scope backpressure.Scope
+	pe    *PanicError
+}
+
+func (p *policyError) Error() string {
+	return fmt.Sprintf("perkey: the backpressure policy panicked: %v", p.pe.Value)
+}
+
+// Unwrap returns the policy's *PanicError.
+func (p *policyError) Unwrap() error { return p.pe }
+
+// unread hands the failure of a task whose result no caller will read (Go)
+// to the error handler; by default it is logged at error level.
+func (e *Executor[K]) unread(key zap.Field, keyVal any, err error) {
+	if e.cfg.onError == nil {
+		e.log.Error("task failed", key, zap.Error(err))
+		return
+	}
+	defer e.containCallback("error handler")
+	e.cfg.onError(keyVal, err)
+}

@@ -1,0 +1,133 @@
+package executor
+
+import (
+	"fmt"
+	"reflect"
+)
+
+// keyCheck says what a key of type K must be checked for before it is used,
+// decided once from K's type (see keyCheckOf). Most key types (strings,
+// integers, pointers, structs of those) can neither hold a NaN nor fail to
+// hash, and pay nothing.
+type keyCheck uint8
+
+const (
+	checkNone  keyCheck = iota // K cannot hold a float or an interface
+	checkNaN                   // K holds a float: k != k finds a NaN
+	checkIface                 // K holds an interface: comparing may panic
+)
+
+// keyCheckOf walks K's type for floats, complex numbers and interfaces.
+func keyCheckOf[K comparable]() keyCheck {
+	return kindCheck(reflect.TypeFor[K]())
+}
+
+func kindCheck(t reflect.Type) keyCheck {
+	switch t.Kind() {
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return checkNaN
+	case reflect.Interface:
+		return checkIface
+	case reflect.Array:
+		return kindCheck(t.Elem())
+	case reflect.Struct:
+		c := checkNone
+		for i := range t.NumField() {
+			c = max(c, kindCheck(t.Field(i).Type))
+		}
+		return c
+	}
+	return checkNone // pointers and channels compare by address
+}
+
+// validate refuses a key that can never be serialised: one that is not
+// equal to itself (a NaN, or a struct, array or interface holding one), or
+// whose dynamic type cannot be hashed (an interface holding a slice, map or
+// func). Every method that takes a key calls it first, before anything is
+// locked, reserved or counted: the router's map would panic on the second
+// kind and never find the first.
+func (e *Executor[K]) validate(key K) error {
+	switch e.keyCheck {
+	case checkNone:
+		return nil
+	case checkNaN:
+		if key != key {
+			return invalidKey(key, "it is not equal to itself (it holds a NaN)")
+		}
+		return nil
+	}
+	return validateIface(key)
+}
+
+// validateIface checks a key holding an interface, whose == panics if a
+// dynamic type in it is not comparable; the panic is contained here.
+func validateIface[K comparable](key K) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = invalidKey(key, fmt.Sprintf("it cannot be hashed (%v)", v))
+		}
+	}()
+	if key != key {
+		return invalidKey(key, "it is not equal to itself (it holds a NaN)")
+	}
+	return nil
+}
+
+func invalidKey(key any, why string) error {
+	return fmt.Errorf("%w: a key of type %T: %s", ErrInvalidKey, key, why)
+}
+
+// validateAll validates every key of a DoMany.
+func (e *Executor[K]) validateAll(keys []K) error {
+	if e.keyCheck == checkNone {
+		return nil
+	}
+	for _, k := range keys {
+		if err := e.validate(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// dedupMaxScan is the most keys dedup compares pairwise; above it a set
+// keeps DoMany linear in its keys.
+const dedupMaxScan = 16
+
+// dedup removes keys that share a mailbox (in striped mode, a stripe),
+// keeping first occurrences. The keys are valid (see validate), so they can
+// be used in a map.
+func (e *Executor[K]) dedup(keys []K) []K {
+	out := make([]K, 0, len(keys))
+	if len(keys) <= dedupMaxScan {
+	next:
+		for _, k := range keys {
+			for _, o := range out {
+				if e.router.Same(o, k) {
+					continue next
+				}
+			}
+			out = append(out, k)
+		}
+		return out
+	}
+	if e.router.Striped() {
+		seen := make(map[int]struct{}, len(keys))
+		for _, k := range keys {
+			i := e.router.Index(k)
+			if _, ok := seen[i]; !ok {
+				seen[i] = struct{}{}
+				out = append(out, k)
+			}
+		}
+		return out
+	}
+	seen := make(map[K]struct{}, len(keys))
+	for _, k := range keys {
+		if _, ok := seen[k]; !ok {
+			seen[k] = struct{}{}
+			out = append(out, k)
+		}
+	}
+	return out
+}
