@@ -29,7 +29,7 @@ import (
 // attempt runs f on a goroutine of its own and returns its error, or the
 // value it panicked with; it fails the test if f does not return within
 // patience, so a wedged executor fails instead of hanging.
-func attempt(t *testing.T, what string, f func() error) (err error, panicked any) {
+func attempt(t *testing.T, what string, f func() error) (panicked any, err error) {
 	t.Helper()
 	type result struct {
 		err error
@@ -48,7 +48,7 @@ func attempt(t *testing.T, what string, f func() error) (err error, panicked any
 	}()
 	select {
 	case r := <-ch:
-		return r.err, r.p
+		return r.p, r.err
 	case <-time.After(patience):
 		t.Fatalf("%s: still blocked after %v", what, patience)
 		return nil, nil
@@ -60,7 +60,7 @@ func closeWithin[K comparable](t *testing.T, e *executor.Executor[K]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
-	if err, p := attempt(t, "Close", func() error { return e.Close(ctx) }); err != nil || p != nil {
+	if p, err := attempt(t, "Close", func() error { return e.Close(ctx) }); err != nil || p != nil {
 		t.Fatalf("Close: got %v (panic %v); want nil", err, p)
 	}
 }
@@ -116,7 +116,7 @@ func TestInvalidKeyUnhashable(t *testing.T) {
 				t.Fatal(err)
 			}
 			for name, f := range keyMethods[any](e, "good", tc.key) {
-				err, p := attempt(t, name, f)
+				p, err := attempt(t, name, f)
 				if p != nil {
 					t.Fatalf("%s(%T): panicked with %v; want an error", name, tc.key, p)
 				}
@@ -130,7 +130,7 @@ func TestInvalidKeyUnhashable(t *testing.T) {
 			if s := e.Stats(); s != (executor.Stats{}) {
 				t.Errorf("Stats after refusals: got %+v; want all zero", s)
 			}
-			if err, p := attempt(t, "Do on a good key", func() error { return e.Do(context.Background(), "good", nop) }); err != nil || p != nil {
+			if p, err := attempt(t, "Do on a good key", func() error { return e.Do(context.Background(), "good", nop) }); err != nil || p != nil {
 				t.Errorf("Do on a good key afterwards: got %v (panic %v); want nil", err, p)
 			}
 			closeWithin(t, e)
@@ -145,7 +145,7 @@ func TestInvalidKeyNaN(t *testing.T) {
 	check := func(t *testing.T, name string, methods map[string]func() error, typ string) {
 		t.Helper()
 		for m, f := range methods {
-			err, p := attempt(t, m, f)
+			p, err := attempt(t, m, f)
 			if p != nil || !errors.Is(err, executor.ErrInvalidKey) {
 				t.Errorf("%s %s: got %v (panic %v); want ErrInvalidKey", name, m, err, p)
 				continue
@@ -254,11 +254,11 @@ func TestGoexit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err, _ := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, executor.ErrGoexit) {
+		if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, executor.ErrGoexit) {
 			t.Errorf("Wait: got %v; want ErrGoexit", err)
 		}
 		for _, k := range []string{"a", "b"} {
-			if err, _ := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
+			if _, err := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
 				t.Errorf("Do(%s) after the Goexit: got %v; want nil", k, err)
 			}
 		}
@@ -280,7 +280,7 @@ func TestGoexit(t *testing.T) {
 			t.Errorf("Do returned to a caller whose fn called Goexit; want its goroutine to exit")
 		}
 		for _, k := range []string{"a", "b"} {
-			if err, _ := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
+			if _, err := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
 				t.Errorf("Do(%s) after the Goexit: got %v; want nil", k, err)
 			}
 		}
@@ -327,7 +327,7 @@ func TestGoexit(t *testing.T) {
 			}
 			g.open()
 			for i, task := range tasks {
-				err, _ := attempt(t, "Wait", func() error { return task.Wait(bg) })
+				_, err := attempt(t, "Wait", func() error { return task.Wait(bg) })
 				if want := i%5 == 2; want != errors.Is(err, executor.ErrGoexit) || (!want && err != nil) {
 					t.Errorf("workers=%d task %d: got %v; want ErrGoexit only for tasks 2 and 7", workers, i, err)
 				}
@@ -353,7 +353,7 @@ func TestGoexit(t *testing.T) {
 			}
 		}
 		for _, k := range []string{"a", "b"} {
-			if err, _ := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
+			if _, err := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
 				t.Errorf("Do(%s): got %v; want nil", k, err)
 			}
 		}
@@ -370,11 +370,11 @@ func TestGoexit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err, _ := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, executor.ErrGoexit) {
+		if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, executor.ErrGoexit) {
 			t.Errorf("outer task: got %v; want ErrGoexit", err)
 		}
 		for _, k := range []string{"outer", "inner"} {
-			if err, _ := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
+			if _, err := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
 				t.Errorf("Do(%s): got %v; want nil", k, err)
 			}
 		}
@@ -431,14 +431,14 @@ func TestObserverPanics(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := range 3 {
-				if err, p := attempt(t, "Do", func() error { return e.Do(bg, "a", nop) }); err != nil || p != nil {
+				if p, err := attempt(t, "Do", func() error { return e.Do(bg, "a", nop) }); err != nil || p != nil {
 					t.Fatalf("Do %d: got %v (panic %v); want nil", i, err, p)
 				}
 				task, err := e.Submit(bg, "a", nop)
 				if err != nil {
 					t.Fatalf("Submit %d: %v", i, err)
 				}
-				if err, _ := attempt(t, "Wait", func() error { return task.Wait(bg) }); err != nil {
+				if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); err != nil {
 					t.Fatalf("Wait %d: got %v; want nil", i, err)
 				}
 				if err := e.Go(bg, "a", nop); err != nil {
@@ -452,11 +452,11 @@ func TestObserverPanics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err, p := attempt(t, "Do at the cap", func() error { return e.Do(bg, "a", nop) }); !errors.Is(err, executor.ErrBusy) || p != nil {
+			if p, err := attempt(t, "Do at the cap", func() error { return e.Do(bg, "a", nop) }); !errors.Is(err, executor.ErrBusy) || p != nil {
 				t.Errorf("Do at the cap: got %v (panic %v); want ErrBusy", err, p)
 			}
 			cancel()
-			if err, _ := attempt(t, "Wait canceled", func() error { return queued.Wait(bg) }); !errors.Is(err, context.Canceled) {
+			if _, err := attempt(t, "Wait canceled", func() error { return queued.Wait(bg) }); !errors.Is(err, context.Canceled) {
 				t.Errorf("canceled task: got %v; want context.Canceled", err)
 			}
 			g.open()
@@ -485,7 +485,7 @@ func TestPolicyPanics(t *testing.T) {
 		before := e.Stats()
 		methods := keyMethods(e, "b", "a")
 		for name, f := range methods {
-			err, p := attempt(t, name, f)
+			p, err := attempt(t, name, f)
 			var pe *executor.PanicError
 			if p != nil || !errors.As(err, &pe) || pe.Value != "policy boom" {
 				t.Errorf("%s with a panicking Policy: got %v (panic %v); want a *PanicError", name, err, p)
@@ -514,7 +514,7 @@ func TestPolicyPanics(t *testing.T) {
 		refused(t, e)
 		g.open()
 		waitIdle(t, e)
-		if err, _ := attempt(t, "Do", func() error { return e.Do(bg, "a", nop) }); err != nil {
+		if _, err := attempt(t, "Do", func() error { return e.Do(bg, "a", nop) }); err != nil {
 			t.Errorf("Do below the cap: got %v; want nil", err)
 		}
 		closeWithin(t, e)
@@ -543,17 +543,17 @@ func TestLoggerPanics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err, p := attempt(t, "Do", func() error { return e.Do(bg, "a", func(context.Context) error { panic("task boom") }) })
+	p, err := attempt(t, "Do", func() error { return e.Do(bg, "a", func(context.Context) error { panic("task boom") }) })
 	var pe *executor.PanicError
 	if p != nil || !errors.As(err, &pe) {
 		t.Errorf("Do with a panicking fn and logger: got %v (panic %v); want the task's *PanicError", err, p)
 	}
 	task, _ := e.Submit(bg, "a", func(context.Context) error { panic("task boom") })
-	if err, _ := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.As(err, &pe) {
+	if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.As(err, &pe) {
 		t.Errorf("Submit with a panicking fn and logger: got %v; want *PanicError", err)
 	}
 	g, _ := block(t, e, "a")
-	if err, p := attempt(t, "Do at the cap", func() error { return e.Do(bg, "a", nop) }); !errors.Is(err, executor.ErrBusy) || p != nil {
+	if p, err := attempt(t, "Do at the cap", func() error { return e.Do(bg, "a", nop) }); !errors.Is(err, executor.ErrBusy) || p != nil {
 		t.Errorf("Do at the cap: got %v (panic %v); want ErrBusy", err, p)
 	}
 	g.open()
@@ -587,7 +587,7 @@ func TestCloseKeepsDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	start := time.Now()
-	err, _ = attempt(t, "Close with a deadline", func() error { return e.Close(ctx) })
+	_, err = attempt(t, "Close with a deadline", func() error { return e.Close(ctx) })
 	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Close: got %v; want DeadlineExceeded", err)
@@ -607,7 +607,7 @@ func TestCloseKeepsDeadline(t *testing.T) {
 		t.Errorf("Do after Close: got %v; want ErrClosed", err)
 	}
 	close(release)
-	if err, _ := attempt(t, "Wait stuck", func() error { return stuck.Wait(context.Background()) }); err != nil {
+	if _, err := attempt(t, "Wait stuck", func() error { return stuck.Wait(context.Background()) }); err != nil {
 		t.Errorf("stuck task: got %v; want nil", err)
 	}
 	closeWithin(t, e)
@@ -673,7 +673,7 @@ func TestDoManyLinear(t *testing.T) {
 	}
 	start := time.Now()
 	var held int
-	err, _ := attempt(t, "DoMany", func() error {
+	_, err := attempt(t, "DoMany", func() error {
 		return e.DoMany(context.Background(), keys, func(context.Context) error {
 			held = e.ActiveKeys()
 			return nil

@@ -126,7 +126,7 @@ func (j *job[K]) Run() {
 		start = time.Now() // one clock read for both the wait and the run
 		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.mt.Stamp()))
 	}
-	err, outcome := j.call(start)
+	outcome, err := j.call(start)
 	j.ran(err, outcome, start)
 }
 
@@ -134,7 +134,7 @@ func (j *job[K]) Run() {
 // fn calls runtime.Goexit, call ends the task with ErrGoexit itself (its
 // deferred check sees that fn neither returned nor panicked, as
 // singleflight's does), and never returns.
-func (j *job[K]) call(start time.Time) (err error, outcome Outcome) {
+func (j *job[K]) call(start time.Time) (outcome Outcome, err error) {
 	returned := false
 	defer func() {
 		if returned {
@@ -157,7 +157,7 @@ func (j *job[K]) call(start time.Time) (err error, outcome Outcome) {
 	if err != nil {
 		outcome = Failed
 	}
-	return err, outcome
+	return outcome, err
 }
 
 // ran accounts for a task whose fn ended with err.
