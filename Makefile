@@ -1,6 +1,8 @@
-# Developer tasks for perkey. `make bench` compares perkey with its baselines
-# (see bench/doc.go); `make profile` writes the CPU profiles quoted in
-# BENCHMARKS.md.
+# Developer tasks for perkey. `make test` runs the README's test command;
+# `make lint` checks formatting and runs go vet and staticcheck; `make bench`
+# compares perkey with its baselines (see bench/doc.go); `make profile` writes
+# the CPU profiles quoted in BENCHMARKS.md. bench/ is a module of its own;
+# ./bench/ reaches it from here through go.work.
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -15,7 +17,16 @@ BENCH ?= .
 BENCH_COUNT ?= 8
 BENCH_TIMEOUT ?= 60m
 
-.PHONY: bench benchstat profile
+.PHONY: test lint bench benchstat profile
+
+# The README's test command: every module of go.work (./... at the root stops
+# at the nested modules).
+test:
+	go test -race $$(go list -f '{{.Dir}}/...' -m)
+
+# gofmt, go vet and staticcheck (pinned) over every module, as CI runs them.
+lint:
+	bash scripts/lint.sh
 
 bench: benchstat
 	go test -run '^$$' -bench '$(BENCH)' -benchmem -count=$(BENCH_COUNT) -timeout $(BENCH_TIMEOUT) ./bench/ | tee bench.out
