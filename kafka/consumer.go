@@ -269,9 +269,12 @@ func (c *Consumer) runRecord(p *partition, r *kgo.Record) {
 	}
 	p.running++
 	p.mu.Unlock()
+	c.finish(p, r, c.handleFrom(p, r, 1, c.call(p, r, 1)))
+}
 
-	done := c.handle(p.ctx, r)
-
+// finish ends a record's task: r is done (handled, skipped or
+// dead-lettered) or left for its partition's next owner.
+func (c *Consumer) finish(p *partition, r *kgo.Record, done bool) {
 	p.mu.Lock()
 	p.running--
 	if done && !p.dropped && p.track.done(r.Offset) {
@@ -284,11 +287,12 @@ func (c *Consumer) runRecord(p *partition, r *kgo.Record) {
 	p.mu.Unlock()
 }
 
-// handle runs the handler on r, with retries and the failure decision, and
+// handleFrom goes on with r after its attempt ended with err: a success,
+// or a failure that goes through retries and the failure decision. It
 // reports whether r is done (handled, skipped or dead-lettered).
-func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (done bool) {
-	for attempt := 1; ; attempt++ {
-		err := c.call(ctx, r)
+func (c *Consumer) handleFrom(p *partition, r *kgo.Record, attempt int, err error) (done bool) {
+	ctx := p.ctx
+	for ; ; attempt, err = attempt+1, c.call(p, r, attempt+1) {
 		if err == nil {
 			c.handled.Add(1)
 			return true
@@ -330,15 +334,32 @@ func (c *Consumer) handle(ctx context.Context, r *kgo.Record) (done bool) {
 	}
 }
 
-// call runs the handler, turning a panic into an *executor.PanicError.
-func (c *Consumer) call(ctx context.Context, r *kgo.Record) (err error) {
+// call runs the handler for attempt, turning a panic into an
+// *executor.PanicError.
+//
+// A handler that calls runtime.Goexit (t.FailNow in a test) neither returns
+// nor panics, and its goroutine is exiting: call never returns. Its deferred
+// check then carries on with r right there, as for any failure with
+// executor.ErrGoexit (retries, the failure decision), and finishes the
+// record's task, all while the task still holds r's key; only then does the
+// goroutine go on exiting, and the executor hands the key on.
+func (c *Consumer) call(p *partition, r *kgo.Record, attempt int) (err error) {
+	returned := false
 	defer func() {
+		if returned {
+			return
+		}
 		if v := recover(); v != nil {
 			err = &executor.PanicError{Value: v, Stack: debug.Stack()}
 			c.log.Error("handler panicked", recFields(r, zap.Any("panic", v))...)
+			return
 		}
+		c.log.Error("handler called runtime.Goexit", recFields(r, zap.Int("attempt", attempt))...)
+		c.finish(p, r, c.handleFrom(p, r, attempt, executor.ErrGoexit))
 	}()
-	return c.cfg.Handler(ctx, r)
+	err = c.cfg.Handler(p.ctx, r)
+	returned = true
+	return err
 }
 
 func (c *Consumer) decide(r *kgo.Record, err error, attempt int) (d Decision) {

@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -370,6 +371,50 @@ func TestHandlerErrors(t *testing.T) {
 		}
 		if s := run.c.Stats(); s.Retried != uint64(2*failing) {
 			t.Errorf("Stats.Retried %d; want %d", s.Retried, 2*failing)
+		}
+		checkCommittedToEnd(t, e, p)
+	})
+
+	t.Run("Goexit retried in order", func(t *testing.T) {
+		// A handler that calls runtime.Goexit (t.FailNow, require.*) is a
+		// failure like any other: retried, in order, and never wedges its key.
+		e := newEnv(t, 2)
+		p := e.produce(size(1000, 400), 20, 0, 8)
+		l := newLedger(t, p)
+		var mu sync.Mutex
+		attempts := make(map[pos]int)
+		exiting := 0
+		for _, ps := range p.keyOffs {
+			for _, q := range ps {
+				if q.offset%9 == 0 {
+					exiting++
+				}
+			}
+		}
+		cfg := e.config(func(ctx context.Context, r *kgo.Record) error {
+			l.begin("a", r)
+			q := pos{r.Partition, r.Offset}
+			mu.Lock()
+			attempts[q]++
+			exit := q.offset%9 == 0 && attempts[q] == 1
+			mu.Unlock()
+			l.end("a", r, !exit)
+			if exit {
+				runtime.Goexit()
+			}
+			return nil
+		})
+		cfg.MaxRetries = 1
+		run := start(t, cfg, e.groupOpts()...)
+		waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
+		if err := run.stop(t); err != nil {
+			t.Fatalf("Run: %v; want nil", err)
+		}
+		if dups := l.check(); len(dups) > 0 {
+			t.Errorf("%d records handled twice; want none", len(dups))
+		}
+		if s := run.c.Stats(); s.Retried != uint64(exiting) {
+			t.Errorf("Stats.Retried %d; want %d (one retry per Goexit)", s.Retried, exiting)
 		}
 		checkCommittedToEnd(t, e, p)
 	})
