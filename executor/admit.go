@@ -303,7 +303,7 @@ func (e *Executor[K]) accept(j *job[K]) {
 // stamp records when j entered the queue, if anyone reads it; it must
 // happen before j is linked into any mailbox, whose lock then publishes it.
 func (e *Executor[K]) stamp(j *job[K]) {
-	if e.obs != nil || e.needsAge {
+	if e.ages {
 		j.mt.SetStamp(monotime())
 	}
 }
@@ -485,43 +485,5 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 			return true
 		}
 		ctx = m.callerCtx()
-	}
-}
-
-// loadHeap keeps the n largest KeyLoads (a min-heap on Pending).
-type loadHeap[K comparable] []KeyLoad[K]
-
-func (h *loadHeap[K]) offer(l KeyLoad[K], n int) {
-	s := *h
-	if len(s) < n {
-		s = append(s, l)
-		for i := len(s) - 1; i > 0; {
-			p := (i - 1) / 2
-			if s[p].Pending <= s[i].Pending {
-				break
-			}
-			s[p], s[i] = s[i], s[p]
-			i = p
-		}
-		*h = s
-		return
-	}
-	if l.Pending <= s[0].Pending {
-		return
-	}
-	s[0] = l
-	for i := 0; ; {
-		c := 2*i + 1
-		if c >= len(s) {
-			break
-		}
-		if c+1 < len(s) && s[c+1].Pending < s[c].Pending {
-			c++
-		}
-		if s[i].Pending <= s[c].Pending {
-			break
-		}
-		s[i], s[c] = s[c], s[i]
-		i = c
 	}
 }

@@ -145,6 +145,13 @@ func (s *safeObserver) TaskFinished(run time.Duration, out Outcome) {
 	s.o.TaskFinished(run, out)
 }
 
+func (s *safeObserver) TaskSlow(age time.Duration) {
+	if so, ok := s.o.(SlowObserver); ok {
+		defer s.contain()
+		so.TaskSlow(age)
+	}
+}
+
 func (s *safeObserver) TaskCanceled() {
 	defer s.contain()
 	s.o.TaskCanceled()

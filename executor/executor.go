@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"runtime/debug"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,7 @@ type Executor[K comparable] struct {
 	obs      Observer    // nil if none; contains the user's Observer's panics
 	keyCheck keyCheck    // what a key of type K is checked for (see validate)
 	needsAge bool        // the policy reads queue age
+	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
 	runner   *mailbox.Runner
 	router   *router.Router[K]
 	pool     pond.Pool
@@ -49,7 +49,11 @@ type Executor[K comparable] struct {
 	completed paddedUint64
 	closed    atomic.Bool
 
-	rejected, canceled, panicked atomic.Uint64
+	rejected, canceled, panicked, slow atomic.Uint64
+
+	slowStop chan struct{} // closed to stop the slow-task watcher; nil if none
+	slowDone chan struct{} // closed when it has stopped
+	slowOnce sync.Once
 
 	force       context.Context // canceled when Close gives up: running tasks see their ctx end
 	forceCancel context.CancelFunc
@@ -96,12 +100,21 @@ type Stats struct {
 	Rejected   uint64 // submissions refused by backpressure
 	Canceled   uint64 // accepted tasks that never ran (ctx ended, or Close gave up)
 	Panicked   uint64 // tasks whose fn panicked (also counted in Completed)
+	Slow       uint64 // holds reported slow (WithSlowTaskWarning)
 }
 
-// KeyLoad is a key and its pending tasks (queued + running).
+// KeyLoad is a key's live load: its pending tasks and, where ages are
+// tracked (see WithSlowTaskWarning), how old its work is.
 type KeyLoad[K comparable] struct {
 	Key     K
-	Pending int
+	Pending int // queued + running for this key
+
+	// Held is how long the key's current hold has lasted: its running task
+	// (or the shared group, or the multi-key task, holding it). OldestWait
+	// is how long its oldest queued task has waited. Each is 0 when there is
+	// none, or when the executor does not track ages.
+	Held       time.Duration
+	OldestWait time.Duration
 }
 
 // New returns an executor configured by opts. A bad option value is an
@@ -142,13 +155,21 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.jobs.New = func() any { return &job[K]{done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
-	e.runner.TrackOldest = e.needsAge || cfg.stripes > 0      // see admit and nameOf
+	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
+	if e.ages {
+		e.runner.Clock = monotime // see KeyLoad.Held
+	}
+	e.runner.TrackOldest = e.ages || cfg.stripes > 0          // see admit, nameOf and OldestKeys
 	e.runner.MeasureService = cfg.maxPerKey > 0 || e.needsAge // Retry hints: see admit
 	if cfg.maxPending == 0 {
 		e.runner.Ran = e.unreserveBatch // see job.Settle
 	}
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
 	e.attach()
+	if cfg.slow > 0 {
+		e.slowStop, e.slowDone = make(chan struct{}), make(chan struct{})
+		go e.watchSlow(cfg.slow)
+	}
 	e.log.Debug("executor started", zap.Int("workers", cfg.workers),
 		zap.Int("throughput", cfg.throughput), zap.Int("stripes", cfg.stripes))
 	return e, nil
@@ -582,6 +603,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 			// up, so the result does not depend on select's coin toss.
 		default:
 			err = ctx.Err()
+			e.stopWatch()
 			e.giveUp()
 			select {
 			case <-e.drained: // nothing was running: stop now
@@ -596,6 +618,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	}
 	// Drained: every accepted task has settled. What is left are drive
 	// loops and pond workers on their way out, which take microseconds.
+	e.stopWatch()
 	e.dispatching.Wait()
 	e.runner.Wait()
 	if e.ownPool {
@@ -649,6 +672,7 @@ func (e *Executor[K]) Stats() Stats {
 		Rejected:   e.rejected.Load(),
 		Canceled:   canceled,
 		Panicked:   e.panicked.Load(),
+		Slow:       e.slow.Load(),
 	}
 }
 
@@ -659,51 +683,6 @@ func (e *Executor[K]) ActiveKeys() int {
 		return 0
 	}
 	return e.router.Live()
-}
-
-// HotKeys returns up to n keys with the most pending tasks (queued +
-// running), busiest first; in striped mode each busy stripe is named by one
-// of its keys. It visits every live mailbox, one shard lock at a time:
-// O(active keys × log n). n <= 0 returns nil.
-func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
-	if e == nil || n <= 0 {
-		return nil
-	}
-	top := make(loadHeap[K], 0, n)
-	e.router.Each(func(k K, m *mailbox.Mailbox) {
-		if p := m.Pending(); p > 0 {
-			top.offer(KeyLoad[K]{Key: e.nameOf(k, m), Pending: p}, n)
-		}
-	})
-	sort.Slice(top, func(a, b int) bool { return top[a].Pending > top[b].Pending })
-	return top
-}
-
-// nameOf names a busy mailbox (locked): its key, or in striped mode the key
-// of a task it holds or queues, falling back to the last key that used it
-// (a shared group running with nothing queued).
-func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
-	if !e.router.Striped() {
-		return k
-	}
-	t := m.Oldest()
-	if t == nil {
-		t = m.Holder()
-	}
-	if t == nil {
-		return k
-	}
-	c := jobOf[K](t).ctx
-	stripe := e.router.Index(k) // k last used the stripe, so it maps to it
-	for _, jk := range c.keys() {
-		if e.router.Index(jk) == stripe {
-			return jk
-		}
-	}
-	if c.multi == nil {
-		return c.key
-	}
-	return k
 }
 
 // MaxKeyPending is the pending count of the busiest key (or stripe) now.

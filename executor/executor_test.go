@@ -1991,10 +1991,10 @@ func TestStatsActiveKeysHotKeys(t *testing.T) {
 		n    int
 		want []executor.KeyLoad[string]
 	}{
-		{1, []executor.KeyLoad[string]{{"three", 3}}},
-		{2, []executor.KeyLoad[string]{{"three", 3}, {"two", 2}}},
-		{3, []executor.KeyLoad[string]{{"three", 3}, {"two", 2}, {"one", 1}}},
-		{100, []executor.KeyLoad[string]{{"three", 3}, {"two", 2}, {"one", 1}}},
+		{1, []executor.KeyLoad[string]{{Key: "three", Pending: 3}}},
+		{2, []executor.KeyLoad[string]{{Key: "three", Pending: 3}, {Key: "two", Pending: 2}}},
+		{3, []executor.KeyLoad[string]{{Key: "three", Pending: 3}, {Key: "two", Pending: 2}, {Key: "one", Pending: 1}}},
+		{100, []executor.KeyLoad[string]{{Key: "three", Pending: 3}, {Key: "two", Pending: 2}, {Key: "one", Pending: 1}}},
 	}
 	for _, tt := range tests {
 		if got := e.HotKeys(tt.n); fmt.Sprint(got) != fmt.Sprint(tt.want) {

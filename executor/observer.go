@@ -65,6 +65,13 @@ type Observer interface {
 	TaskCanceled()
 }
 
+// SlowObserver is implemented by observers that count slow tasks (see
+// WithSlowTaskWarning); the executor calls TaskSlow once per hold that
+// lasted longer than the option's d, with its age when it was found.
+type SlowObserver interface {
+	TaskSlow(age time.Duration)
+}
+
 // Gauges is the live view an Observer may read at scrape time; every
 // *Executor[K] implements it.
 type Gauges interface {

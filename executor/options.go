@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 
 	"github.com/alitto/pond/v2"
 	"go.uber.org/zap"
@@ -37,6 +38,7 @@ type config struct {
 	observer    Observer
 	hasObserver bool
 	onError     func(key any, err error)
+	slow        time.Duration // WithSlowTaskWarning; 0 = off
 }
 
 // defaults sets every default in one place.
@@ -202,6 +204,27 @@ func WithErrorHandler(f func(key any, err error)) Option {
 			return optErr("WithErrorHandler(nil)")
 		}
 		c.onError = f
+		return nil
+	}
+}
+
+// WithSlowTaskWarning makes the executor report every hold of a key that
+// lasts longer than d (a task that runs long, or is stuck), once: a warning
+// logged with the key and its age, Stats.Slow, and TaskSlow for an Observer
+// that implements SlowObserver. A goroutine of the executor looks every d/4
+// (at most every second, at least every millisecond), so a task is reported
+// between d and about 1.25 d after it started; Close stops it.
+//
+// It also turns on age tracking (KeyLoad.Held and OldestWait, OldestKeys),
+// which an Observer or a policy that reads queue age turn on as well: one
+// clock read as each task starts and as it is queued. Off by default, since
+// what is slow depends on the work; d must be positive.
+func WithSlowTaskWarning(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return optErr("WithSlowTaskWarning(%v): must be > 0", d)
+		}
+		c.slow = d
 		return nil
 	}
 }

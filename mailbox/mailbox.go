@@ -39,6 +39,14 @@ type Mailbox struct {
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
 
+	// heldSince is when the current hold began (Runner.Clock), 0 if none or
+	// if the runner keeps no clock: a batch's task as it starts, else the
+	// first of the holders granted. Written locked, or by the drive loop
+	// during its batch; read locked. warned is the heldSince of the last
+	// hold reported slow (MarkSlow).
+	heldSince atomic.Int64
+	warned    int64
+
 	// The small fields last, packed (a mailbox lives as long as its key is
 	// busy: its size is most of what a waiting key costs).
 	pending atomic.Int32 // entries queued, holding or in a run; decremented unlocked only by the driver
@@ -89,7 +97,13 @@ func (m *Mailbox) ServiceTime() time.Duration {
 	busy := time.Duration(time.Now().UnixNano() - m.busySince)
 	served := m.served.Load()
 	if served == 0 {
-		return busy // nothing finished yet: at least this long
+		// Nothing finished since the queue formed: the running task's age
+		// so far is a lower bound, if the runner keeps a clock; else there
+		// is no estimate.
+		if at, ok := m.HeldSince(); ok {
+			return time.Duration(m.r.Clock() - at)
+		}
+		return 0
 	}
 	return busy / time.Duration(served)
 }
@@ -299,6 +313,9 @@ func (m *Mailbox) unlink(e *Entry) {
 
 func (m *Mailbox) grant(e *Entry) {
 	e.held = true
+	if m.r.Clock != nil && m.writer == nil && m.readers == 0 {
+		m.heldSince.Store(m.r.Clock())
+	}
 	if e.shared {
 		m.readers++
 	} else {
@@ -313,6 +330,30 @@ func (m *Mailbox) unhold(e *Entry) {
 	} else {
 		m.writer = nil
 	}
+	if m.writer == nil && m.readers == 0 {
+		m.heldSince.Store(0)
+	}
+}
+
+// HeldSince returns when the key's current hold began, on the runner's
+// clock (Runner.Clock): the running task of a batch, an inline run, a
+// multi-key task (from the moment it holds this key) or a shared group
+// (from its first task); false if nothing holds m or the runner keeps no
+// clock (locked).
+func (m *Mailbox) HeldSince() (int64, bool) {
+	at := m.heldSince.Load()
+	return at, at != 0
+}
+
+// MarkSlow reports whether the current hold has not been reported slow yet,
+// and marks it reported (locked): a slow task is reported once.
+func (m *Mailbox) MarkSlow() bool {
+	at := m.heldSince.Load()
+	if at == 0 || at == m.warned {
+		return false
+	}
+	m.warned = at
+	return true
 }
 
 // wake marks m driven and reports true if its head can be granted now and
@@ -455,6 +496,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			if track {
 				m.cursor.Store(next)
 			}
+			if m.r.Clock != nil {
+				m.heldSince.Store(m.r.Clock())
+			}
 			running = e
 			t.work.Run()
 			running = nil
@@ -491,6 +535,7 @@ func (m *Mailbox) endBatch() {
 		m.cursor.Store(nil)
 	}
 	m.writer = nil
+	m.heldSince.Store(0)
 	m.decay()
 	m.promote()
 }

@@ -43,6 +43,11 @@ type Runner struct {
 	// can leave it to Ran. Set it before use.
 	Ran func(n int)
 
+	// Clock, if set, is the clock mailboxes read as a hold begins, for
+	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per
+	// task. Without it no mailbox reads a clock. Set it before use.
+	Clock func() int64
+
 	active atomic.Int32 // slots owned
 	nready atomic.Int32 // len(ready), readable without mu
 
