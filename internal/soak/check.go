@@ -19,6 +19,7 @@ const (
 	SlowWithdrawal
 	WrongOutcome
 	FalseDelay
+	HandlerMiss
 	Counters
 	OverWorkers
 	LeakedGoroutines
@@ -34,6 +35,7 @@ var invariantNames = [numInvariants]string{
 	SlowWithdrawal:   "slow withdrawals",
 	WrongOutcome:     "wrong outcomes",
 	FalseDelay:       "false delay rejections",
+	HandlerMiss:      "Go failures not handled once",
 	Counters:         "counters that do not add up",
 	OverWorkers:      "over the worker bound",
 	LeakedGoroutines: "leaked goroutines",

@@ -114,6 +114,10 @@ func TestSettle(t *testing.T) {
 			return &backpressure.BusyError{Scope: backpressure.ScopeDelay, Wait: time.Hour}
 		}, FalseDelay},
 		{"unexpected error", quick, false, context.Background(), func(*task) error { return errors.New("boom") }, WrongOutcome},
+		{"exited, ErrGoexit", goexit, true, context.Background(), func(*task) error { return executor.ErrGoexit }, numInvariants},
+		{"exited, nil", goexit, true, context.Background(), func(*task) error { return nil }, WrongOutcome},
+		{"ran, ErrGoexit", quick, true, context.Background(), func(*task) error { return executor.ErrGoexit }, WrongOutcome},
+		{"never ran, ErrGoexit", goexit, false, context.Background(), func(*task) error { return executor.ErrGoexit }, WrongOutcome},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,6 +128,9 @@ func TestSettle(t *testing.T) {
 			}
 			if tt.ran {
 				tk.state.Store(started | finished)
+				if tt.do == goexit {
+					tk.state.Or(goexited)
+				}
 			}
 			h.settle(tk, tt.result(tk), 0, false)
 			for i := range numInvariants {
@@ -142,8 +149,8 @@ func TestSettle(t *testing.T) {
 // TestRanAfterCancel: a fn that starts after its submitter was told it
 // never ran is caught, as is a second start.
 func TestRanAfterCancel(t *testing.T) {
-	h := &harness{occ: make(occupancy, 1), workers: 1}
-	tk := &task{g: &generation{}, p: &producer{}, keys: []int{0}, ctx: context.Background()}
+	h := &harness{workers: 1}
+	tk := &task{g: &generation{occ: make(occupancy, 1)}, p: &producer{}, keys: []int{0}, ctx: context.Background()}
 	h.settle(tk, executor.ErrClosed, 0, false)
 	if err := h.run(context.Background(), tk); err != nil {
 		t.Fatalf("run: %v", err)
@@ -155,4 +162,174 @@ func TestRanAfterCancel(t *testing.T) {
 	if got := h.v.n[RanTwice].Load(); got != 1 {
 		t.Errorf("run twice: got %d; want 1", got)
 	}
+}
+
+// wantViolations fails t unless h counted exactly want of inv and nothing else.
+func wantViolations(t *testing.T, h *harness, inv Invariant, want int64) {
+	t.Helper()
+	for i := range numInvariants {
+		w := int64(0)
+		if i == inv {
+			w = want
+		}
+		if got := h.v.n[i].Load(); got != w {
+			t.Errorf("%s: got %d; want %d (%s)", i, got, w, strings.Join(h.v.details, "; "))
+		}
+	}
+}
+
+// TestGone: a call that never returned is right only for a fn that ended
+// through Goexit.
+func TestGone(t *testing.T) {
+	h := &harness{}
+	g := &generation{}
+	exited := &task{g: g, p: &producer{}, do: goexit}
+	exited.state.Store(started | finished | goexited)
+	h.gone(exited)
+	wantViolations(t, h, numInvariants, 0)
+	returned := &task{g: g, p: &producer{}}
+	returned.state.Store(started | finished)
+	h.gone(returned)
+	wantViolations(t, h, WrongOutcome, 1)
+	if h.callersGone.Load() != 1 {
+		t.Errorf("callers gone: got %d; want 1", h.callersGone.Load())
+	}
+}
+
+// TestMayExit: a blocking call may lose its goroutine if fn, or a chain of
+// nested calls that can run inline on it, calls Goexit; a nested Submit
+// runs on a worker and stops the chain.
+func TestMayExit(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		t    *task
+		want bool
+	}{
+		{"quick", &task{}, false},
+		{"goexit", &task{do: goexit}, true},
+		{"nested Do that exits", &task{inner: &task{kind: opDo, do: goexit}}, true},
+		{"nested Submit that exits", &task{inner: &task{kind: opSubmit, do: goexit}}, false},
+		{"nested Do, then Submit that exits", &task{inner: &task{kind: opDo, inner: &task{kind: opSubmit, do: goexit}}}, false},
+		{"nested Submit, then Do that exits", &task{inner: &task{kind: opSubmit, inner: &task{kind: opDo, do: goexit}}}, false},
+	} {
+		if got := tt.t.mayExit(); got != tt.want {
+			t.Errorf("%s: mayExit = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestHandle feeds the error handler, and checkGo, failures that disagree
+// with what the Go tasks did.
+func TestHandle(t *testing.T) {
+	newGen := func() (*harness, *generation) {
+		g := &generation{notRun: map[int]int{}}
+		return &harness{}, g
+	}
+	goTask := func(g *generation, key int, do behaviour, st uint32) *task {
+		tk := &task{g: g, p: &producer{}, kind: opGo, keys: []int{key}, do: do, ctx: context.Background()}
+		if do == failing {
+			tk.result = &taskError{t: tk}
+		}
+		tk.state.Store(st)
+		g.goTasks = append(g.goTasks, tk)
+		return tk
+	}
+	ran := uint32(started | finished)
+	tests := []struct {
+		name string
+		run  func(h *harness, g *generation)
+		want int64 // HandlerMiss violations
+	}{
+		{"failed, handed once", func(h *harness, g *generation) {
+			tk := goTask(g, 1, failing, ran)
+			h.handle(g, 1, tk.result)
+		}, 0},
+		{"failed, handed twice", func(h *harness, g *generation) {
+			tk := goTask(g, 1, failing, ran)
+			h.handle(g, 1, tk.result)
+			h.handle(g, 1, tk.result)
+		}, 2}, // when handed again, and by checkGo
+		{"failed, never handed", func(h *harness, g *generation) { goTask(g, 1, failing, ran) }, 1},
+		{"failed, handed with another key", func(h *harness, g *generation) {
+			tk := goTask(g, 1, failing, ran)
+			h.handle(g, 2, tk.result)
+		}, 1},
+		{"failed, key not an int", func(h *harness, g *generation) {
+			tk := goTask(g, 1, failing, ran)
+			h.handle(g, "1", tk.result)
+		}, 2}, // the odd key, and the task never handed
+		{"returned nil, handed", func(h *harness, g *generation) {
+			tk := goTask(g, 1, quick, ran)
+			h.handle(g, 1, &taskError{t: tk})
+		}, 2}, // handed what fn did not return, and handed when nothing failed
+		{"panicked, handed its panic", func(h *harness, g *generation) {
+			tk := goTask(g, 1, panicky, ran|panicked)
+			h.handle(g, 1, &executor.PanicError{Value: panicValue{tk}})
+		}, 0},
+		{"exited, handed ErrGoexit", func(h *harness, g *generation) {
+			tk := goTask(g, 1, goexit, ran|goexited)
+			g.goexitOn.Store(1, tk)
+			h.handle(g, 1, executor.ErrGoexit)
+		}, 0},
+		{"ErrGoexit, no task exited", func(h *harness, g *generation) { h.handle(g, 1, executor.ErrGoexit) }, 1},
+		{"exited, never handed", func(h *harness, g *generation) {
+			tk := goTask(g, 1, goexit, ran|goexited)
+			g.goexitOn.Store(1, tk)
+		}, 2}, // the task, and the Goexit left unclaimed
+		{"never ran, handed its ctx error", func(h *harness, g *generation) {
+			goTask(g, 1, quick, 0)
+			h.handle(g, 1, context.Canceled)
+		}, 0},
+		{"never ran, not handed", func(h *harness, g *generation) { goTask(g, 1, quick, 0) }, 1},
+		{"never ran, handed for another key", func(h *harness, g *generation) {
+			goTask(g, 1, quick, 0)
+			h.handle(g, 2, context.Canceled)
+		}, 2},
+		{"never ran, ErrClosed from a Close that gave up", func(h *harness, g *generation) {
+			goTask(g, 1, quick, 0)
+			g.gaveUp = true
+			h.handle(g, 1, executor.ErrClosed)
+		}, 0},
+		{"never ran, ErrClosed from a Close that drained", func(h *harness, g *generation) {
+			goTask(g, 1, quick, 0)
+			h.handle(g, 1, executor.ErrClosed)
+		}, 1},
+		{"unexpected error", func(h *harness, g *generation) { h.handle(g, 1, errors.New("boom")) }, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, g := newGen()
+			tt.run(h, g)
+			h.checkGo(g)
+			wantViolations(t, h, HandlerMiss, tt.want)
+		})
+	}
+}
+
+// TestCheckObserver: observer counts that disagree with Stats, or with
+// what the fns did, are counted; a panicking event still counts.
+func TestCheckObserver(t *testing.T) {
+	h := &harness{}
+	g := &generation{}
+	g.obs.h = h
+	g.obs.events.Store(obsPanicEvery - 1)
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the observer's event number obsPanicEvery did not panic")
+			}
+		}()
+		g.obs.TaskAccepted()
+	}()
+	g.obs.TaskStarted(0)
+	g.obs.TaskFinished(0, executor.Failed)
+	g.runs.Store(1)
+	g.failedRuns.Store(1)
+	h.checkObserver(g, executor.Stats{Submitted: 1, Completed: 1})
+	wantViolations(t, h, numInvariants, 0)
+	if h.obsPanics.Load() != 1 {
+		t.Errorf("observer panics: got %d; want 1", h.obsPanics.Load())
+	}
+	h.checkObserver(g, executor.Stats{Submitted: 2, Completed: 1, Canceled: 1})
+	wantViolations(t, h, Counters, 2)
 }

@@ -7,10 +7,15 @@
 //
 // Producers (goroutines) draw keys from a Zipf distribution (a few hot keys,
 // a long tail) and call Do (sometimes through executor.Call), Submit in
-// batches followed by Wait, DoMany on 2–3 keys and DoShared. Their contexts
-// time out, are canceled before the call, while it is queued or while fn
-// runs. Their tasks return at once, return an error, panic, or sleep 0–2 ms
-// (cut short if their ctx ends). One fn in twenty (outside striped mode)
+// batches followed by Wait, DoMany on 2–3 keys, DoShared, and Go in batches
+// they do not wait for (its failures reach the generation's error handler).
+// Their contexts time out, are canceled before the call, while it is queued
+// or while fn runs. Their tasks return at once, return an error, panic,
+// call runtime.Goexit, or sleep 0–2 ms (cut short if their ctx ends). A
+// blocking call whose fn may call Goexit (its own fn, or a nested call that
+// may run inline on fn's goroutine) is made from a goroutine of its own: if
+// fn runs inline, on the caller's goroutine, that goroutine exits with it
+// and the call never returns, and the producer must survive that. One fn in twenty (outside striped mode)
 // first makes a nested call with its own ctx on keys above all of its keys
 // (a Do, a Submit then a Wait, a DoShared or a DoMany on two keys), bounded
 // by a 5 ms timeout, and so on down a chain; the harness checks its result
@@ -20,21 +25,28 @@
 // producer refused with ErrBusy pauses for up to 0.5 ms before its next
 // step, as a client backing off would. Every executor generation gets its own
 // policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
-// WithMaxPending), throughput and, for one in four, striped mode. Every
-// RestartEvery the generation is closed under load, either with a deadline
-// of at most 1 ms (forced: queued tasks fail with ErrClosed, running ones see
-// their ctx end) or with a long one (drained), and a new executor replaces
-// it. Producers that meet ErrClosed wait for the replacement and go on.
+// WithMaxPending), throughput and, for one in four, striped mode, and an
+// Observer that counts every event and panics on one in obsPanicEvery
+// (1,000), which the executor must recover without losing the event or the
+// task. Every RestartEvery the generation is closed under load, either with
+// a deadline of at most 1 ms (forced: queued tasks fail with ErrClosed,
+// running ones see their ctx end, and Close returns without waiting for
+// them) or with a long one (drained), and a new executor replaces it. A
+// generation whose Close gave up is closed again in the background, which
+// must return nil once its fns have ended. Producers that meet ErrClosed
+// wait for the replacement and go on.
 //
 // # Invariants
 //
 // Each has a counter that must be 0 at the end.
 //
-//   - overlap: an exclusive task (Do, Submit, one key of DoMany) started
-//     while another task of one of its keys was running, or a shared task
-//     started while an exclusive one of its key was running. Occupancy is
-//     kept per key across generations, so it also catches a Close that
-//     returned while a task of its generation was still running.
+//   - overlap: an exclusive task (Do, Submit, Go, one key of DoMany)
+//     started while another task of one of its keys was running, or a
+//     shared task started while an exclusive one of its key was running.
+//     Occupancy is kept per generation: once a Close gives up, its running
+//     tasks may go on beside the next executor's, as Close documents. A
+//     Close that returns nil while a fn of its generation still runs is
+//     counted under counters.
 //   - FIFO break: tasks that one producer submitted on one key, each call
 //     returning before the next began (a Submit batch, then possibly a
 //     blocking call on the same keys), started out of submission order. Only
@@ -60,24 +72,40 @@
 //     canceled task gives its place back at once).
 //   - wrong outcome: a call's result disagrees with what happened to fn. fn
 //     ran: the result must be exactly what fn returned (nil, this task's
-//     error, a *PanicError carrying this task's panic value, Call's value).
-//     fn did not run: the result must be ErrBusy, ErrClosed or an error
-//     matching the caller's ended ctx.
+//     error, a *PanicError carrying this task's panic value, Call's value),
+//     or ErrGoexit if fn ended through runtime.Goexit (its own, or that of a
+//     nested call that ran inline on its goroutine). fn did not run: the
+//     result must be ErrBusy, ErrClosed or an error matching the caller's
+//     ended ctx. A blocking call that never returns (its goroutine exited)
+//     is right only if its fn ran and ended through Goexit.
 //   - false delay rejection: an ErrBusy from MaxQueueDelay (ScopeDelay)
 //     whose BusyError.Wait, the age it claims for the key's oldest queued
 //     task, is longer than the executor has existed.
-//   - counters: right after each Close returns, Submitted == Completed +
-//     Canceled and Queued == Running == 0; ActiveKeys reaches 0 within 2 s;
-//     once the generation's calls have all returned, the fns the harness saw
-//     run equal Completed, its panics equal Panicked and its ErrBusy results
-//     equal Rejected. While load runs, every 5 ms: Submitted >= Completed +
+//   - Go failures not handled once: a Go task that failed (its error, a
+//     *PanicError with its panic value, ErrGoexit) did not reach the error
+//     handler exactly once, with its key, or one that succeeded reached it;
+//     per key, the Go tasks that never ran differ in number from the
+//     failures the handler was handed for them (a ctx error, or ErrClosed,
+//     which only a Close that gave up may cause); or the handler was handed
+//     anything else.
+//   - counters: right after a Close returns nil (for a Close that gave up,
+//     right after the later Close, which must return nil), Submitted ==
+//     Completed + Canceled, Queued == Running == 0 and no fn of the
+//     generation runs; then ActiveKeys reaches 0 within 2 s; once the
+//     generation's calls have all returned, the fns the harness saw run
+//     equal Completed, its panics equal Panicked and its ErrBusy results
+//     equal Rejected, and the observer's counts agree: TaskAccepted with
+//     Submitted, TaskStarted with Completed, TaskCanceled with Canceled,
+//     TaskRejected (key, global, delay) with Rejected, and TaskFinished by
+//     outcome with the fns that returned nil, failed (an error or Goexit)
+//     and panicked. While load runs, every 5 ms: Submitted >= Completed +
 //     Canceled (the later of two snapshots' Submitted against the earlier's
 //     sum, so a Stats that reads its counters one at a time cannot fake a
 //     violation), Queued and Running not negative, and HotKeys sorted with
 //     positive Pending.
-//   - over workers: more fns running at once than WithWorkers allows,
-//     counted by the fns themselves (Stats.Running is not compared: a
-//     snapshot that is not atomic may overstate it).
+//   - over workers: more fns of one generation running at once than
+//     WithWorkers allows, counted by the fns themselves (Stats.Running is
+//     not compared: a snapshot that is not atomic may overstate it).
 //   - leaked goroutines: after the last Close and the producers' exit,
 //     runtime.NumGoroutine does not fall back to its value before the run
 //     (plus a slack of 2) within 5 s.

@@ -19,6 +19,7 @@ const (
 	opSubmit
 	opDoMany
 	opDoShared
+	opGo
 	opGate
 	numOps
 )
@@ -29,6 +30,7 @@ var opNames = [numOps]string{
 	opSubmit:   "Submit",
 	opDoMany:   "DoMany",
 	opDoShared: "DoShared",
+	opGo:       "Go",
 	opGate:     "gate+cancel",
 }
 
@@ -43,7 +45,8 @@ var opWeights = [numOps]int{
 	opCall:     5,
 	opSubmit:   25,
 	opDoMany:   15,
-	opDoShared: 28,
+	opDoShared: 23,
+	opGo:       5,
 	opGate:     2,
 }
 
@@ -100,6 +103,8 @@ func (p *producer) step(g *generation) (closed bool) {
 		return p.batch(g)
 	case opGate:
 		return p.gate(g)
+	case opGo:
+		return p.goBatch(g)
 	case opDoMany:
 		keys := p.distinctKeys(2 + p.r.IntN(2))
 		return p.call(g, o, keys, nil, 0)
@@ -141,7 +146,7 @@ func (p *producer) context() (context.Context, context.CancelFunc) {
 }
 
 // newTask draws a task's behaviour: mostly quick, else slow (0–2 ms), an
-// error or a panic.
+// error, a panic or a runtime.Goexit.
 func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context) *task {
 	t := &task{
 		id:     p.h.nextID.Add(1),
@@ -154,13 +159,15 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 		ctx:    ctx,
 	}
 	switch x := p.r.IntN(100); {
-	case x < 80:
-	case x < 90:
+	case x < 78:
+	case x < 88:
 		t.do, t.nap = slow, time.Duration(p.r.Int64N(int64(2*time.Millisecond)))
-	case x < 96:
+	case x < 94:
 		t.do = failing
-	default:
+	case x < 98:
 		t.do = panicky
+	default:
+		t.do = goexit
 	}
 	// Some fns first make a nested call (see harness.nest), on a key above
 	// all of theirs; not in striped mode, where key order says nothing
@@ -201,38 +208,109 @@ func nestedOp(x int) op {
 // call makes one blocking call (Do, Call, DoShared or DoMany) and checks its
 // result. streams and seq place it in a batch's FIFO streams (nil outside a
 // batch).
+//
+// If fn may end through runtime.Goexit (see task.mayExit), the call is made
+// from a goroutine of its own, which the producer waits for: a fn that runs
+// inline, on the caller's goroutine, takes that goroutine with it, and the
+// producer must survive it. The call then never returns; the harness checks
+// that this happened only to a fn that did end through Goexit.
 func (p *producer) call(g *generation, o op, keys []int, streams []*stream, seq int64) (closed bool) {
 	ctx, cancel := p.context()
 	defer cancel()
 	t := p.newTask(g, o, keys, ctx)
 	t.streams, t.seq = streams, seq
+	arg := keys
+	if o == opDoMany && p.r.IntN(10) == 0 {
+		arg = append(slices.Clone(keys), keys[0]) // DoMany removes duplicates
+	}
+	if !t.mayExit() {
+		return p.invoke(g, t, arg)
+	}
+	p.h.aside.Add(1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		closed = p.invoke(g, t, arg)
+	}()
+	<-done
+	return closed
+}
+
+// invoke makes t's blocking call on keys and checks its result, or, if the
+// call never returns (its goroutine exits), that fn ended through Goexit.
+func (p *producer) invoke(g *generation, t *task, keys []int) (closed bool) {
 	fn := func(ctx context.Context) error { return p.h.run(ctx, t) }
+	ctx := t.ctx
+	returned := false
+	defer func() {
+		if !returned {
+			p.h.gone(t)
+			g.returns.Add(1)
+		}
+	}()
 	g.calls.Add(1)
 	t.submitted = time.Now()
 	var err error
-	switch o {
+	var v uint64
+	switch t.kind {
 	case opDo:
 		err = g.e.Do(ctx, keys[0], fn)
 	case opCall:
-		var v uint64
 		v, err = executor.Call(ctx, g.e, keys[0], func(ctx context.Context) (uint64, error) {
 			return t.id, p.h.run(ctx, t)
 		})
-		p.h.settle(t, err, v, true)
-		g.returns.Add(1)
-		return errors.Is(err, executor.ErrClosed)
 	case opDoShared:
 		err = g.e.DoShared(ctx, keys[0], fn)
 	case opDoMany:
-		arg := keys
-		if p.r.IntN(10) == 0 {
-			arg = append(slices.Clone(keys), keys[0]) // DoMany removes duplicates
-		}
-		err = g.e.DoMany(ctx, arg, fn)
+		err = g.e.DoMany(ctx, keys, fn)
 	}
-	p.h.settle(t, err, 0, false)
+	returned = true
+	p.h.settle(t, err, v, t.kind == opCall)
 	g.returns.Add(1)
 	return errors.Is(err, executor.ErrClosed)
+}
+
+// goBatch fires 1–4 Go calls over 1–2 keys, each key a FIFO stream, and
+// does not wait for them: their failures reach the generation's error
+// handler (see handle). One time in three a Do on one of the keys follows,
+// which must start after them.
+func (p *producer) goBatch(g *generation) (closed bool) {
+	keys := p.distinctKeys(1 + p.r.IntN(2))
+	streams := make([]*stream, len(keys))
+	for i := range streams {
+		streams[i] = new(stream)
+	}
+	var seq int64
+	for range 1 + p.r.IntN(4) {
+		i := p.r.IntN(len(keys))
+		ctx, cancel := p.context()
+		seq++
+		t := p.newTask(g, opGo, keys[i:i+1], ctx)
+		t.streams, t.seq = streams[i:i+1], seq
+		t.cancel = cancel // once fn ends; a ctx that can end does so within 3 ms anyway
+		t.submitted = time.Now()
+		g.calls.Add(1)
+		p.h.goCalls.Add(1)
+		err := g.e.Go(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
+		if err != nil {
+			p.h.settle(t, err, 0, false)
+			g.returns.Add(1)
+			cancel()
+			closed = closed || errors.Is(err, executor.ErrClosed)
+			continue
+		}
+		p.h.goAccepted.Add(1)
+		g.goMu.Lock()
+		g.goTasks = append(g.goTasks, t)
+		g.goMu.Unlock()
+		g.returns.Add(1)
+	}
+	if p.r.IntN(3) == 0 {
+		seq++
+		i := p.r.IntN(len(keys))
+		closed = p.call(g, opDo, keys[i:i+1], streams[i:i+1], seq) || closed
+	}
+	return closed
 }
 
 // submitted is an accepted Submit awaiting its Wait.

@@ -34,6 +34,16 @@ type Report struct {
 	Rejected             [4]int64 // ErrBusy results by backpressure.Scope
 	Gates, GatesVoid     int64    // cancel-while-held scenarios: provable, and not
 
+	Goexits     int64 // fns that called runtime.Goexit
+	GoexitRes   int64 // results that were ErrGoexit (Wait, or a Do whose fn ran on a worker)
+	CallersGone int64 // blocking calls that never returned: fn ran inline and took the caller's goroutine
+	Aside       int64 // blocking calls made from a goroutine of their own, since fn might end it
+	GoCalls     int64 // Go calls, and of those
+	GoAccepted  int64 // accepted
+	Handled     [numHandled]int64
+	ObsPanics   int64 // observer panics the executor recovered
+	ClosedEarly int64 // giving-up Closes that returned while fns of theirs still ran
+
 	Violations [numInvariants]int64
 	Details    []string  // the first violations, described
 	Heap       [3]uint64 // heap in use after GC: start, middle, end
@@ -92,6 +102,12 @@ func (h *harness) fill(r *Report, prods []*producer) {
 		r.Rejected[i] = h.rejected[i].Load()
 	}
 	r.Gates, r.GatesVoid = h.gates.Load(), h.gateVoid.Load()
+	r.Goexits, r.GoexitRes, r.CallersGone, r.Aside = h.goexits.Load(), h.goexitRes.Load(), h.callersGone.Load(), h.aside.Load()
+	r.GoCalls, r.GoAccepted = h.goCalls.Load(), h.goAccepted.Load()
+	for i := range r.Handled {
+		r.Handled[i] = h.handled[i].Load()
+	}
+	r.ObsPanics, r.ClosedEarly = h.obsPanics.Load(), h.closedEarly.Load()
 	for i := range r.Violations {
 		r.Violations[i] = h.v.n[i].Load()
 	}
@@ -128,6 +144,13 @@ func (r *Report) Print(w io.Writer) {
 	}
 	row("  mix", "", strings.Join(mix, ", "))
 	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s, "+count(r.NestRefused)+" refused behind a DoMany")
+	row("  Go calls (fire and forget)", count(r.GoCalls), count(r.GoAccepted)+" accepted")
+	var handled int64
+	for _, n := range r.Handled {
+		handled += n
+	}
+	row("  Go failures handled", count(handled), fmt.Sprintf("error %s, panic %s, Goexit %s, never ran %s",
+		count(r.Handled[handledError]), count(r.Handled[handledPanic]), count(r.Handled[handledGoexit]), count(r.Handled[handledNeverRan])))
 	row("  queue wait p50", dur(r.WaitP50), "")
 	row("  queue wait p99", dur(r.WaitP99), "")
 	row("  queue wait max", dur(r.WaitMax), r.WaitMaxTask)
@@ -138,7 +161,11 @@ func (r *Report) Print(w io.Writer) {
 	row("  drained Closes", count(r.Drained), "")
 	row("  Closes from two goroutines", count(r.ConcurrentCloses), "")
 	row("  Close time p50 / max", dur(r.CloseP50)+" / "+dur(r.CloseMax), "")
+	row("  forced Closes back before their fns", count(r.ClosedEarly), "")
 	row("  panics recovered", count(r.Panics), "")
+	row("  Goexits (fn called runtime.Goexit)", count(r.Goexits), fmt.Sprintf("%s results ErrGoexit, %s callers' goroutines ended (%s calls made aside)",
+		count(r.GoexitRes), count(r.CallersGone), count(r.Aside)))
+	row("  observer panics recovered", count(r.ObsPanics), fmt.Sprintf("1 event in %d", obsPanicEvery))
 	row("  task errors returned", count(r.TaskErrors), "")
 	row("  slow tasks (0-2ms)", count(r.Slow), fmt.Sprintf("%s cut short by ctx", count(r.CutOff)))
 	row("  calls ended by their ctx", count(r.CtxResults), "")

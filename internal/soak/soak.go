@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
@@ -73,6 +75,7 @@ const (
 	victimPatience = 20 * time.Millisecond
 	nestPatience   = 5 * time.Millisecond // a nested call's ctx (see harness.nest)
 	nestPercent    = 5                    // of tasks whose fn makes a nested call
+	obsPanicEvery  = 1000                 // the observer panics on one event in this many
 	goroutineSlack = 2
 	heapSlack      = 16 << 20
 	sampleEvery    = 5 * time.Millisecond
@@ -82,9 +85,7 @@ const (
 type harness struct {
 	cfg     Config
 	workers int
-	occ     occupancy
 	v       violations
-	running atomic.Int64 // fns running now, every generation together
 
 	cur  atomic.Pointer[generation] // nil once the run is over
 	stop atomic.Bool                // producers finish their current op and exit
@@ -103,6 +104,13 @@ type harness struct {
 	gates, gateVoid               atomic.Int64
 	calls                         [numOps]atomic.Int64
 	nested, nestRefused           atomic.Int64 // nested calls made from fns, and refused with ErrReentrant
+	goexits, goexitRes            atomic.Int64 // fns that called runtime.Goexit; results that were ErrGoexit
+	callersGone, aside            atomic.Int64 // calls that never returned (their goroutine exited); calls made from a goroutine of their own
+	goCalls                       atomic.Int64 // Go calls, and of those:
+	goAccepted                    atomic.Int64 // accepted
+	handled                       [numHandled]atomic.Int64
+	obsPanics                     atomic.Int64 // observer panics (the executor recovers them)
+	closedEarly                   atomic.Int64 // giving-up Closes that returned while fns of theirs still ran
 	forced, drained, concurrent   atomic.Int64
 	generations                   atomic.Int64
 	closeTime                     histogram
@@ -119,12 +127,30 @@ type generation struct {
 	e        *executor.Executor[int]
 	replaced chan struct{} // closed once the next generation is published or the run is over
 
-	calls, returns  atomic.Int64 // calls (blocking ones and Submits) started and returned (results recorded)
+	calls, returns  atomic.Int64 // calls (blocking ones, Submits, Gos) started and returned (results recorded)
 	accepted, ended atomic.Int64 // Submits accepted, and their Waits that returned the task's end
-	runs, panics    atomic.Int64 // fns that ran (returned or panicked), fns that panicked
+	runs, panics    atomic.Int64 // fns that ran (returned, panicked or exited), fns that panicked
+	failedRuns      atomic.Int64 // fns that returned an error or ended through runtime.Goexit
 	busy            atomic.Int64 // ErrBusy results
 
+	// Per generation, not per run: once a Close gives up, its tasks may
+	// still run beside the next generation's, as Close documents.
+	occ     occupancy
+	running atomic.Int64 // fns running now, outside nested calls (the worker bound)
+	live    atomic.Int64 // fns between their start and their end
+
+	obs observer
+
+	// Go: the accepted tasks, and what the error handler was handed that
+	// names no task (see handle).
+	goexitOn sync.Map // key -> the Go task whose fn just ended through Goexit
+	goMu     sync.Mutex
+	goTasks  []*task
+	notRun   map[int]int // key -> failures of Go tasks that never ran (ctx error, ErrClosed)
+	closedGo int         // of those, ErrClosed
+
 	closeErr error
+	gaveUp   bool // a Close of g returned its ctx's error
 	closeDur time.Duration
 }
 
@@ -207,7 +233,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	h := &harness{
 		cfg:     cfg,
 		workers: cfg.Workers,
-		occ:     make(occupancy, cfg.Keys),
 		over:    make(chan struct{}),
 	}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x50a4))
@@ -285,18 +310,29 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func (h *harness) newGeneration(n int, r *rand.Rand) (*generation, error) {
 	spec := newSpec(n, h.cfg.Policies, r)
-	born := time.Now()
-	e, err := executor.New[int](spec.options(h.workers)...)
+	g := &generation{n: n, spec: spec, replaced: make(chan struct{}),
+		occ: make(occupancy, h.cfg.Keys), notRun: map[int]int{}}
+	g.obs.h = h
+	opts := append(spec.options(h.workers),
+		executor.WithObserver(&g.obs),
+		executor.WithErrorHandler(func(key any, err error) { h.handle(g, key, err) }),
+		// fn panics, observer panics and unread failures are the load:
+		// the harness counts them, the log would only drown them.
+		executor.WithLogger(zap.NewNop()))
+	g.born = time.Now()
+	e, err := executor.New[int](opts...)
 	if err != nil {
 		return nil, fmt.Errorf("soak: generation %d (%s): %w", n, spec, err)
 	}
+	g.e = e
 	h.generations.Add(1)
-	return &generation{n: n, spec: spec, born: born, e: e, replaced: make(chan struct{})}, nil
+	return g, nil
 }
 
 // close closes g under load, with a deadline of at most 1 ms if forced,
-// else a long one, and checks the counters that must hold the moment Close
-// returns.
+// else a long one. A Close that drained must leave nothing behind at once;
+// one that gave up returns without waiting for running fns, and check
+// closes g again once they have ended.
 func (h *harness) close(g *generation, forced bool) {
 	deadline := 30 * time.Second
 	if forced {
@@ -305,10 +341,10 @@ func (h *harness) close(g *generation, forced bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	start := time.Now()
+	var other error
 	if g.spec.twoClosers {
 		h.concurrent.Add(1)
 		var wg sync.WaitGroup
-		var other error
 		wg.Go(func() { other = g.e.Close(ctx) })
 		g.closeErr = g.e.Close(ctx)
 		wg.Wait()
@@ -320,6 +356,7 @@ func (h *harness) close(g *generation, forced bool) {
 	}
 	g.closeDur = time.Since(start)
 	h.closeTime.record(g.closeDur)
+	g.gaveUp = g.closeErr != nil || other != nil
 	switch {
 	case g.closeErr == nil:
 		h.drained.Add(1)
@@ -328,16 +365,41 @@ func (h *harness) close(g *generation, forced bool) {
 	default:
 		h.v.add(Counters, 1, "gen %d (%s): Close returned %v", g.n, g.spec, g.closeErr)
 	}
+	if !g.gaveUp {
+		h.checkStopped(g, "right after Close")
+	} else if g.live.Load() > 0 || g.e.Stats().Running > 0 {
+		h.closedEarly.Add(1)
+	}
+}
+
+// checkStopped checks a generation whose Close has returned nil: nothing
+// queued or running, every accepted task ended, no fn of it still running.
+func (h *harness) checkStopped(g *generation, when string) {
 	s := g.e.Stats()
 	if s.Queued != 0 || s.Running != 0 || s.Submitted != s.Completed+s.Canceled {
-		h.v.add(Counters, 1, "gen %d (%s): right after Close: %+v; want Queued == Running == 0 and Submitted == Completed+Canceled",
-			g.n, g.spec, s)
+		h.v.add(Counters, 1, "gen %d (%s): %s: %+v; want Queued == Running == 0 and Submitted == Completed+Canceled",
+			g.n, g.spec, when, s)
+	}
+	if n := g.live.Load(); n != 0 {
+		h.v.add(Counters, 1, "gen %d (%s): %s, which returned nil: %d fns of the generation still run", g.n, g.spec, when, n)
 	}
 }
 
 // check waits for everything submitted to g to come back and compares the
 // harness's counts with g's Stats.
 func (h *harness) check(g *generation) {
+	if g.gaveUp {
+		// A Close that gave up returned at once; another returns nil once
+		// nothing runs.
+		ctx, cancel := context.WithTimeout(context.Background(), lostGrace)
+		err := g.e.Close(ctx)
+		cancel()
+		if err != nil {
+			h.v.add(Counters, 1, "gen %d (%s): Close after a Close that gave up: %v; want nil once nothing runs", g.n, g.spec, err)
+		} else {
+			h.checkStopped(g, "Close after a Close that gave up")
+		}
+	}
 	if !poll(retireGrace, func() bool { return g.e.ActiveKeys() == 0 }) {
 		h.v.add(Counters, 1, "gen %d (%s): ActiveKeys = %d %v after Close; want 0",
 			g.n, g.spec, g.e.ActiveKeys(), retireGrace)
@@ -367,6 +429,8 @@ func (h *harness) check(g *generation) {
 	if a := uint64(g.accepted.Load()); s.Submitted < a {
 		h.v.add(Counters, 1, "gen %d (%s): Submitted = %d; the harness had %d Submits accepted", g.n, g.spec, s.Submitted, a)
 	}
+	h.checkObserver(g, s)
+	h.checkGo(g)
 	if w := h.cfg.Progress; w != nil {
 		how := "drained"
 		if g.closeErr != nil {

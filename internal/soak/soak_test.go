@@ -40,6 +40,10 @@ func TestSoak(t *testing.T) {
 	}
 
 	// The run must have exercised what it claims to check.
+	var handled int64
+	for _, n := range rep.Handled {
+		handled += n
+	}
 	for _, c := range []struct {
 		what string
 		got  int64
@@ -50,6 +54,12 @@ func TestSoak(t *testing.T) {
 		{"calls ended by ctx", rep.CtxResults},
 		{"generations beyond the first", int64(rep.Generations - 1)},
 		{"cancels behind a held key", rep.Gates},
+		{"Goexits", rep.Goexits},
+		{"ErrGoexit results", rep.GoexitRes},
+		{"callers' goroutines ended by an inline Goexit", rep.CallersGone},
+		{"Go tasks accepted", rep.GoAccepted},
+		{"Go failures handled", handled},
+		{"observer panics", rep.ObsPanics},
 	} {
 		if c.got <= 0 {
 			t.Errorf("%s: got %d; want > 0", c.what, c.got)

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
-
+	"runtime"
 	"sync/atomic"
+	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -20,13 +20,16 @@ const (
 	slow                     // sleep up to 2 ms, cut short by ctx; return nil or a taskError
 	failing                  // return a taskError
 	panicky                  // panic with a panicValue
+	goexit                   // call runtime.Goexit
 )
 
 // Bits of task.state.
 const (
 	started  = 1 << iota // fn has begun
-	finished             // fn has returned or panicked
+	finished             // fn has returned, panicked or exited through Goexit
 	notRun               // the submitter was told fn never ran
+	panicked             // fn panicked (set just before the panic)
+	goexited             // fn neither returned nor panicked: runtime.Goexit, its own or a nested inline call's
 )
 
 // task is one submission as the harness sees it.
@@ -48,9 +51,32 @@ type task struct {
 	inner     *task // the nested call fn makes first, if any (see nest)
 	nested    bool  // made from inside another task's fn, with its ctx
 
+	// For Go: releases ctx once fn has ended (a ctx that is never used
+	// ends by itself within 3 ms), and how often the error handler was
+	// handed this task's failure.
+	cancel  context.CancelFunc
+	handled atomic.Int32
+
 	state      atomic.Uint32
 	mustNotRun atomic.Bool // its ctx provably ended while it was queued
 	result     error       // what fn returned; written by fn before it returns
+}
+
+// mayExit reports whether running t's call may end the calling goroutine:
+// t's fn calls runtime.Goexit, or makes a nested call that may run inline
+// on fn's goroutine (anything but a Submit) and may end it. A blocking call
+// whose fn runs on the caller's goroutine (a Do on an idle key) then takes
+// the caller with it.
+func (t *task) mayExit() bool {
+	for x := t; x != nil; x = x.inner {
+		if x.do == goexit {
+			return true
+		}
+		if x.inner != nil && x.inner.kind == opSubmit {
+			return false
+		}
+	}
+	return false
 }
 
 // taskError is the error a task's fn returns; it names its task so a result
@@ -77,6 +103,7 @@ type panicValue struct{ t *task }
 // run is every task's fn.
 func (h *harness) run(ctx context.Context, t *task) error {
 	start := time.Now()
+	g := t.g
 	old := t.state.Or(started)
 	if old&started != 0 {
 		h.v.add(RanTwice, 1, "%s", t)
@@ -87,11 +114,12 @@ func (h *harness) run(ctx context.Context, t *task) error {
 	if t.mustNotRun.Load() {
 		h.v.add(RanAfterCancel, 1, "%s: ctx was canceled while the key was held, yet fn ran", t)
 	}
-	if n := h.running.Add(1); n > int64(h.workers) {
+	g.live.Add(1)
+	if n := g.running.Add(1); n > int64(h.workers) {
 		h.v.add(OverWorkers, 1, "%s: %d fns running; want at most %d", t, n, h.workers)
 	}
 	for i, k := range t.keys {
-		if !h.occ.enter(k, t.shared) {
+		if !g.occ.enter(k, t.shared) {
 			h.v.add(Overlap, 1, "%s: key %d already held at start", t, k)
 		}
 		if t.streams != nil && !t.streams[i].start(t.seq) {
@@ -103,14 +131,43 @@ func (h *harness) run(ctx context.Context, t *task) error {
 	if int64(wait) > h.slowest.Load() {
 		h.noteSlowest(t, wait)
 	}
+	var err error
+	returned := false
 	defer func() {
-		for _, k := range t.keys {
-			h.occ.leave(k, t.shared)
+		switch {
+		case returned:
+			if err != nil {
+				g.failedRuns.Add(1)
+			}
+		case t.state.Load()&panicked == 0:
+			// Neither a return nor a panic: runtime.Goexit, this fn's or
+			// that of a nested call that ran inline on this goroutine.
+			t.state.Or(goexited)
+			g.failedRuns.Add(1)
+			if t.kind == opGo {
+				// The error handler is called next, on this goroutine,
+				// before the key's next task starts: see handle.
+				g.goexitOn.Store(t.keys[0], t)
+			}
 		}
-		h.running.Add(-1)
-		t.g.runs.Add(1)
+		for _, k := range t.keys {
+			g.occ.leave(k, t.shared)
+		}
+		g.running.Add(-1)
+		g.live.Add(-1)
+		g.runs.Add(1)
 		t.state.Or(finished)
+		if t.cancel != nil {
+			t.cancel()
+		}
 	}()
+	err = h.act(ctx, t)
+	returned = true
+	return err
+}
+
+// act is what fn does once run has recorded its start.
+func (h *harness) act(ctx context.Context, t *task) error {
 	if t.gate != nil {
 		return t.gate.hold(ctx)
 	}
@@ -132,7 +189,11 @@ func (h *harness) run(ctx context.Context, t *task) error {
 		t.result = &taskError{t: t}
 	case panicky:
 		t.g.panics.Add(1)
+		t.state.Or(panicked)
 		panic(panicValue{t})
+	case goexit:
+		h.goexits.Add(1)
+		runtime.Goexit()
 	}
 	return t.result
 }
@@ -152,10 +213,23 @@ func (h *harness) nest(ctx context.Context, t *task) {
 	in.ctx = ctx
 	h.nested.Add(1)
 	t.g.calls.Add(1)
-	h.running.Add(-1)
+	t.g.running.Add(-1)
 	in.submitted = time.Now()
 	fn := func(ctx context.Context) error { return h.run(ctx, in) }
+	returned := false
 	var err error
+	defer func() {
+		t.g.running.Add(1)
+		if returned {
+			h.settle(in, err, 0, false)
+		} else {
+			// The nested call's fn ran inline on this goroutine and
+			// called runtime.Goexit: the call never returns, and t's fn
+			// goes down with it.
+			h.gone(in)
+		}
+		t.g.returns.Add(1)
+	}()
 	switch e := t.g.e; in.kind {
 	case opDoShared:
 		err = e.DoShared(ctx, in.keys[0], fn)
@@ -166,9 +240,7 @@ func (h *harness) nest(ctx context.Context, t *task) {
 	default:
 		err = e.Do(ctx, in.keys[0], fn)
 	}
-	h.running.Add(1)
-	h.settle(in, err, 0, false)
-	t.g.returns.Add(1)
+	returned = true
 }
 
 // submitWait is a nested Submit followed by a Wait with the same ctx. It
@@ -211,9 +283,20 @@ func (t *task) String() string {
 // counts it. value is Call's value (ignored unless checkValue).
 func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 	var pe *executor.PanicError
+	st := t.state.Load()
 	switch {
+	case st&goexited != 0:
+		if !errors.Is(err, executor.ErrGoexit) {
+			h.v.add(WrongOutcome, 1, "%s: fn ended through runtime.Goexit, result %v", t, err)
+			return
+		}
+		h.goexitRes.Add(1)
+		return
+	case errors.Is(err, executor.ErrGoexit):
+		h.v.add(WrongOutcome, 1, "%s: result %v, but fn did not call runtime.Goexit (state %#x)", t, err, st)
+		return
 	case err == nil, errors.Is(err, errTask), errors.As(err, &pe):
-		if t.state.Load()&finished == 0 {
+		if st&finished == 0 {
 			h.v.add(WrongOutcome, 1, "%s: result %v, but fn did not run", t, err)
 			return
 		}
@@ -262,6 +345,17 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 	default:
 		h.v.add(WrongOutcome, 1, "%s: fn never ran, unexpected result %v (ctx: %v)", t, err, t.ctx.Err())
 	}
+}
+
+// gone accounts for a blocking call that never returned: its goroutine
+// exited. That is right only if fn ran on it, inline, and ended through
+// runtime.Goexit (its own, or a nested inline call's).
+func (h *harness) gone(t *task) {
+	if st := t.state.Load(); st&goexited == 0 || st&finished == 0 {
+		h.v.add(WrongOutcome, 1, "%s: the call never returned, yet fn did not end through runtime.Goexit (state %#x)", t, st)
+		return
+	}
+	h.callersGone.Add(1)
 }
 
 // gate is the first task of the cancel-while-queued scenario: it holds its
