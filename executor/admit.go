@@ -7,7 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/perkey/perkey/backpressure"
-	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/internal/mailbox"
 )
 
 func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error) error {

@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/perkey/perkey/backpressure"
-	"github.com/perkey/perkey/mailbox"
-	"github.com/perkey/perkey/router"
+	"github.com/perkey/perkey/internal/mailbox"
+	"github.com/perkey/perkey/internal/router"
 )
 
 // Executor runs closures one at a time per key, in submission order, and in

@@ -4,7 +4,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/internal/mailbox"
 )
 
 // HotKeys returns up to n keys with the most pending tasks (queued +

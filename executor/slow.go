@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/internal/mailbox"
 )
 
 // watchSlow is the slow-task watcher (WithSlowTaskWarning): every d/4 it

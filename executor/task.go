@@ -7,7 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/internal/mailbox"
 )
 
 // Task is an accepted asynchronous submission (see Submit).

@@ -1,24 +1,38 @@
-// Package mailbox owns one key's FIFO queue, the holds on it, and the loop
-// that drives it on a bounded pool.
+// Package mailbox documents perkey's per-key FIFO and the loop that drives
+// it. It has no API of its own: the machinery lives in
+// github.com/perkey/perkey/internal/mailbox, where only the executor can
+// reach it, because its methods follow a lock protocol (a mailbox is
+// guarded by the lock of the router shard its key maps to) that only the
+// executor and the router keep. Everything a user needs is in package
+// executor.
 //
-// A Mailbox is the per-key serial executor: tasks enter its queue in FIFO
-// order and leave it when the mailbox grants them a hold. An exclusive hold
-// (Do, Submit, one key of a DoMany) admits one task; a shared hold (DoShared)
-// admits every consecutive shared task at the head together. A task that
-// needs several mailboxes runs once every one of them has granted it.
+// # What a mailbox is
 //
-// A Runner owns the execution slots (the WithWorkers bound) and a FIFO ready
-// queue of work waiting for a slot, and starts drive loops on a pond pool
-// with pool.Go. A drive loop takes up to its throughput of a mailbox's
-// queued tasks as one batch (one lock round trip), runs them in a row, and
-// then yields its slot to the next ready mailbox.
+// A mailbox is one key's serial executor: a FIFO queue of turns, and the
+// holds granted on the key. A turn enters the queue in submission order and
+// leaves it when the mailbox grants it a hold: an exclusive hold (Do,
+// Submit, Go, one key of a DoMany) admits one turn, a shared hold
+// (DoShared) admits every consecutive shared turn at the head together. A
+// turn that needs several keys (DoMany) runs once every one of its
+// mailboxes has granted it.
 //
-// A Mailbox has no lock of its own: it is guarded by the lock of the router
-// shard that maps its key, so that "this mailbox is idle" and "remove it from
-// the table" are decided under the lock every submitter takes. Submissions
-// parked by a blocking policy wait in the mailbox's waiting room and enter
-// the queue, in order, as soon as a task ends and makes room (even in the
-// middle of a batch), unless their owner refuses them (Work.Admit). The package never looks keys up,
-// never decides whether a new submission is admitted and never calls user
-// code except through Work.Run.
+// A runner owns the execution slots (the WithWorkers bound) and a FIFO
+// ready queue of work waiting for a slot, and starts drive loops on a pond
+// pool with pool.Go. A drive loop takes up to WithThroughput of a mailbox's
+// queued turns as one batch, under one lock round trip, runs them in a row,
+// then gives its slot to the next ready mailbox: a hot key batches, and
+// other keys still get a worker after at most WithThroughput of its tasks.
+//
+// A mailbox exists only while its key has work. "This mailbox is idle" and
+// "remove it from the table" are decided under the one lock every submitter
+// of the key takes, so a submission racing with a retirement either finds
+// the mailbox live or creates a fresh one: it is never lost, and never runs
+// beside another task of its key.
+//
+// # What it must never do
+//
+// A mailbox never looks keys up, never decides whether a submission is
+// admitted and never calls user code except through the executor's Work
+// (whose Run contains fn's panics and Goexits). It never holds a lock while
+// running work.
 package mailbox

@@ -1,17 +1,30 @@
-// Package router maps keys to live mailboxes.
+// Package router documents how perkey maps keys to live mailboxes. It has
+// no API of its own: the machinery lives in
+// github.com/perkey/perkey/internal/router, where only the executor can
+// reach it, because the router hands out mailboxes with their shard's lock
+// held, a protocol only the executor and the mailbox keep. Everything a
+// user needs is in package executor.
 //
-// It owns the key table and the create/retire race. A mailbox is created on
-// the first submission for its key and retired when it drains, both under
-// the lock of the table shard the key hashes to, which is also the lock that
-// guards the mailbox itself (see mailbox.Mailbox). A retired mailbox stops
-// counting as live at once; its table entry goes at the shard's next
+// # What the router owns
+//
+// The key table and the create/retire race. A mailbox is created on the
+// first submission for its key and retired when it drains, both under the
+// lock of the table shard the key hashes to, which also guards the mailbox
+// itself. A table entry is deleted only if the table still points at that
+// very mailbox (the pattern of x/sync's singleflight). A retired mailbox
+// stops counting as live at once; its entry goes at the shard's next
 // retirement, so a key used over and over by one caller is not deleted and
-// re-inserted each time, and each shard keeps at most one idle entry and one
-// spare mailbox. Shard maps are rebuilt smaller after a burst. The table is
-// sharded so that submissions on different keys rarely share a lock.
+// inserted again each time. Each shard keeps at most one idle entry and one
+// spare mailbox, and shard maps are rebuilt smaller after a burst: memory
+// follows the keys that are busy now, never the keys ever seen.
 //
-// In striped mode the table is a fixed array of mailboxes allocated once;
-// keys hash onto them and nothing is ever created or retired.
+// In striped mode (executor.WithStripes) the table is a fixed array of
+// mailboxes allocated once; keys hash onto them and nothing is ever created
+// or retired.
 //
-// The router never queues tasks, decides admission or runs user code.
+// # What it must never do
+//
+// The router never queues tasks, decides admission or runs user code. Keys
+// reach it only after the executor has checked that they can be hashed and
+// equal themselves (executor.ErrInvalidKey).
 package router

@@ -9,8 +9,8 @@ import (
 
 	"github.com/alitto/pond/v2"
 
-	"github.com/perkey/perkey/mailbox"
-	"github.com/perkey/perkey/router"
+	"github.com/perkey/perkey/internal/mailbox"
+	"github.com/perkey/perkey/internal/router"
 )
 
 // work is a mailbox.Work that counts its runs, checks that no two tasks of

@@ -9,7 +9,7 @@ import (
 
 	"github.com/alitto/pond/v2"
 
-	"github.com/perkey/perkey/mailbox"
+	"github.com/perkey/perkey/internal/mailbox"
 )
 
 // work is a mailbox.Work that records its run in a shared log and can be

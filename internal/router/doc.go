@@ -1,0 +1,17 @@
+// Package router maps keys to live mailboxes.
+//
+// It owns the key table and the create/retire race. A mailbox is created on
+// the first submission for its key and retired when it drains, both under
+// the lock of the table shard the key hashes to, which is also the lock that
+// guards the mailbox itself (see mailbox.Mailbox). A retired mailbox stops
+// counting as live at once; its table entry goes at the shard's next
+// retirement, so a key used over and over by one caller is not deleted and
+// re-inserted each time, and each shard keeps at most one idle entry and one
+// spare mailbox. Shard maps are rebuilt smaller after a burst. The table is
+// sharded so that submissions on different keys rarely share a lock.
+//
+// In striped mode the table is a fixed array of mailboxes allocated once;
+// keys hash onto them and nothing is ever created or retired.
+//
+// The router never queues tasks, decides admission or runs user code.
+package router
