@@ -41,7 +41,7 @@ func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Conte
 // Close may be giving up, and not in striped mode, where HotKeys names a
 // stripe after the next task of a running batch (Executor.nameOf).
 func (e *Executor[K]) recycle(j *job[K]) {
-	if j.mt.State() != mailbox.Done || e.closed.Load() || e.router.Striped() {
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() {
 		return
 	}
 	e.reuse(j)
@@ -98,7 +98,7 @@ func (e *Executor[K]) unreserve() {
 }
 
 // unreserveBatch gives back the reservations of n tasks that ran in one
-// drive-loop batch (mailbox.Runner.Ran). It serves only executors without
+// drive-loop batch (mailbox.RunnerOptions.Ran). It serves only executors without
 // a global cap: nobody waits for room there, only Close's drain counts
 // reservations, so one atomic operation can stand for the whole batch.
 func (e *Executor[K]) unreserveBatch(n int) {
@@ -177,14 +177,14 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 	lent = e.lend(outer)
 	select {
 	case <-j.done:
-		e.accepted()
+		e.observeAccepted()
 		return lent, nil
 	case <-ctx.Done():
 	case <-e.closing:
 	}
-	if !m.Unpark(j.mt.Entry()) {
-		<-j.done     // admitted meanwhile (Admit has sent)
-		e.accepted() // the caller's wait sees ctx
+	if !m.Unpark(j.turn.Entry()) {
+		<-j.done            // admitted meanwhile (Admit has sent)
+		e.observeAccepted() // the caller's wait sees ctx
 		return lent, nil
 	}
 	e.unreserve()
@@ -222,7 +222,7 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 // admit asks the policy about one key, with m locked. A Wait verdict is
 // honoured only at the key's cap (there is nothing else to wait for), and
 // Admit only below it.
-func (e *Executor[K]) admit(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
+func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
 	limit := e.cfg.maxPerKey
 	if limit == 0 && !e.needsAge {
 		return backpressure.Admit, nil
@@ -268,7 +268,7 @@ func (e *Executor[K]) reject(err error) error {
 	if pe, ok := err.(*policyError); ok {
 		e.rejected.Add(1) // refused by backpressure, if not by a verdict
 		if e.obs != nil {
-			e.obs.TaskRejected(Reason(pe.scope))
+			e.obs.TaskRejected(reasonOf(pe.scope))
 		}
 		return err
 	}
@@ -281,7 +281,7 @@ func (e *Executor[K]) reject(err error) error {
 	}
 	e.rejected.Add(1)
 	if e.obs != nil {
-		e.obs.TaskRejected(Reason(be.Scope))
+		e.obs.TaskRejected(reasonOf(be.Scope))
 	}
 	if ce := e.sampled.Check(zap.InfoLevel, "task rejected"); ce != nil {
 		ce.Write(zap.Any("key", be.Key), zap.Stringer("cap", be.Scope),
@@ -293,7 +293,7 @@ func (e *Executor[K]) reject(err error) error {
 // accept counts an accepted task; called with its (last) mailbox locked,
 // before the task can start. A multi-key job was stamped before its first
 // enqueue (see stamp).
-func (e *Executor[K]) accept(j *job[K]) {
+func (e *Executor[K]) countAccepted(j *job[K]) {
 	e.submitted.Add(1)
 	if j.ctx.multi == nil {
 		e.stamp(j)
@@ -304,12 +304,12 @@ func (e *Executor[K]) accept(j *job[K]) {
 // happen before j is linked into any mailbox, whose lock then publishes it.
 func (e *Executor[K]) stamp(j *job[K]) {
 	if e.ages {
-		j.mt.SetStamp(monotime())
+		j.turn.SetStamp(monotime())
 	}
 }
 
 // accepted reports an acceptance to the observer, unlocked.
-func (e *Executor[K]) accepted() {
+func (e *Executor[K]) observeAccepted() {
 	if e.obs != nil {
 		e.obs.TaskAccepted()
 	}
@@ -334,11 +334,11 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 
 // cancel withdraws a queued task whose ctx ended; false if it already started.
 func (e *Executor[K]) cancel(j *job[K], err error) bool {
-	if !j.mt.Cancel() {
+	if !j.turn.Cancel() {
 		return false
 	}
 	e.abandon(j, err)
-	j.mt.Work().Settle()
+	j.turn.Work().Settle()
 	return true
 }
 
@@ -449,23 +449,23 @@ func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
 // be queued (see mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
 	found := false
-	m.EachManyAhead(nil, func(t *mailbox.Task) { found = found || e.needsHeld(ctx, t) })
+	m.EachManyAhead(nil, func(t *mailbox.Turn) { found = found || e.needsHeld(ctx, t) })
 	return found
 }
 
 // queuedBehindCaller is waitsOnCaller for a Wait made with ctx on t, a
 // submission already queued: whether a multi-key task holding t's mailbox or
 // queued ahead of t needs a key the waiting task holds.
-func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Task) bool {
+func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Turn) bool {
 	found := false
-	t.EachManyAhead(func(o *mailbox.Task) { found = found || e.needsHeld(ctx, o) })
+	t.EachManyAhead(func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) })
 	return found
 }
 
 // needsHeld reports whether t, a task in a queue or holding a mailbox (so
 // not recycled), is a multi-key task that needs a key held by the task
 // marked in ctx or by one it is nested in.
-func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Task) bool {
+func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 	for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
 		if e.held(ctx, k) {
 			return true

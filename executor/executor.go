@@ -28,10 +28,14 @@ type Executor[K comparable] struct {
 	keyCheck keyCheck    // what a key of type K is checked for (see validate)
 	needsAge bool        // the policy reads queue age
 	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
-	runner   *mailbox.Runner
-	router   *router.Router[K]
-	pool     pond.Pool
-	ownPool  bool
+
+	// batchRelease: with no global cap, a batch's reservations are given
+	// back in one step at its end (see unreserveBatch).
+	batchRelease bool
+	runner       *mailbox.Runner
+	router       *router.Router[K]
+	pool         pond.Pool
+	ownPool      bool
 
 	jobs sync.Pool // of *job[K]; see job
 
@@ -154,16 +158,19 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	}
 	e.jobs.New = func() any { return &job[K]{done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
-	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput)
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
+	e.batchRelease = cfg.maxPending == 0
+	opt := mailbox.RunnerOptions{
+		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
+		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey
+	}
 	if e.ages {
-		e.runner.Clock = monotime // see KeyLoad.Held
+		opt.Clock = monotime // see KeyLoad.Held
 	}
-	e.runner.TrackOldest = e.ages || cfg.stripes > 0          // see admit, nameOf and OldestKeys
-	e.runner.MeasureService = cfg.maxPerKey > 0 || e.needsAge // Retry hints: see admit
-	if cfg.maxPending == 0 {
-		e.runner.Ran = e.unreserveBatch // see job.Settle
+	if e.batchRelease {
+		opt.Ran = e.unreserveBatch // see job.release
 	}
+	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput, opt)
 	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
 	e.attach()
 	if cfg.slow > 0 {
@@ -231,7 +238,7 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 	}
 	c := &taskCtx[K]{key: key}
 	j := e.newJob(ctx, fn, c)
-	j.mt.Init(j, shared)
+	j.turn.Init(j, shared)
 	ran, lentBy, err := e.enter(ctx, j, outer, true)
 	switch {
 	case err != nil:
@@ -270,14 +277,14 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 	key := j.ctx.key
 	m := e.router.Acquire(key)
 	if outer != nil && e.waitsOnCaller(ctx, m) {
-		m.Unlock()
+		m.Release()
 		e.unreserve()
 		return false, nil, errWaitsOnCaller
 	}
-	v, err := e.admit(m, key)
+	v, err := e.askKey(m, key)
 	switch v {
 	case backpressure.Reject:
-		m.Unlock()
+		m.Release()
 		e.unreserve()
 		return false, nil, e.reject(err)
 	case backpressure.Wait:
@@ -288,37 +295,37 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			// A nested Submit on a key its task holds: the room it would
 			// wait for is given back only once that task ends.
 			be := e.keyBusy(m, key)
-			m.Unlock()
+			m.Release()
 			e.unreserve()
 			return false, nil, e.reject(be)
 		}
 		if j.done == nil {
 			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 		}
-		m.Park(j.mt.Entry())
-		m.Unlock()
+		m.Park(j.turn.Entry())
+		m.Release()
 		if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {
 			return false, nil, err
 		}
 		return false, outer, nil
 	}
-	if inline && m.CanHold(j.mt.Shared()) {
+	if inline && m.CanHold(j.turn.Shared()) {
 		if slot := e.takeSlot(outer); slot != noSlot {
-			m.Hold(&j.mt)
-			e.accept(j)
-			m.Unlock()
-			e.accepted()
+			m.Hold(&j.turn)
+			e.countAccepted(j)
+			m.Release()
+			e.observeAccepted()
 			e.runInline(j, outer, slot)
 			return true, nil, nil
 		}
 	}
-	e.accept(j)
-	dispatch := m.Enqueue(j.mt.Entry())
+	e.countAccepted(j)
+	dispatch := m.Enqueue(j.turn.Entry())
 	if dispatch {
 		e.dispatching.Add(1) // under m's lock: before j can settle
 	}
-	m.Unlock()
-	e.accepted()
+	m.Release()
+	e.observeAccepted()
 	if dispatch {
 		m.Dispatch()
 		e.dispatching.Done()
@@ -333,7 +340,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 // exits (as Goexit requires) and j is left to the GC.
 func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 	defer func() {
-		j.mt.Release()
+		j.turn.Vacate()
 		e.giveSlot(outer, s)
 		e.unreserve()
 	}()
@@ -399,7 +406,7 @@ func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context
 	j := e.bind(&a.job, ctx, fn, &a.ctx)
 	a.task.call = a
 	a.watched = ctx.Done() != nil
-	j.mt.Init(a, false)
+	j.turn.Init(a, false)
 	_, lentBy, err := e.enter(ctx, j, nil, false)
 	if err != nil {
 		return nil, err
@@ -453,7 +460,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		return e.doValid(ctx, keys[0], fn, false)
 	}
 	j := e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
-	entries := j.mt.InitMany(j, len(keys))
+	entries := j.turn.InitMany(j, len(keys))
 	if err := e.reserve(ctx); err != nil {
 		e.reuse(j)
 		return err
@@ -474,7 +481,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			// it, like a rejected one.
 			if err = e.pause(ctx, backoff, outer); err == nil {
 				j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
-				entries = j.mt.InitMany(j, len(keys))
+				entries = j.turn.InitMany(j, len(keys))
 			}
 		}
 		if err != nil {
@@ -482,7 +489,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			return e.reject(err) // j was withdrawn: the GC takes it
 		}
 	}
-	e.accepted()
+	e.observeAccepted()
 	return e.wait(ctx, j, outer, false)
 }
 
@@ -512,17 +519,17 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 	for i, k := range *j.ctx.multi {
 		m := e.router.Acquire(k)
 		if outer != nil && e.waitsOnCaller(ctx, m) {
-			m.Unlock()
+			m.Release()
 			v, err = backpressure.Reject, errWaitsOnCaller
 			break
 		}
-		if v, err = e.admit(m, k); v != backpressure.Admit {
-			m.Unlock()
+		if v, err = e.askKey(m, k); v != backpressure.Admit {
+			m.Release()
 			break
 		}
 		last := i == len(entries)-1
 		if last {
-			e.accept(j) // j can start once m is unlocked
+			e.countAccepted(j) // j can start once m is unlocked
 		}
 		if m.Enqueue(&entries[i]) {
 			dispatch = append(dispatch, m)
@@ -533,13 +540,13 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			// left it alone (Staged); from now on it may cancel it. Under
 			// m's lock, so before m can grant j, and after every entry's
 			// mailbox is set, which that cancel reads.
-			j.mt.Commit()
+			j.turn.Commit()
 		}
-		m.Unlock()
+		m.Release()
 	}
 	e.multiMu.Unlock()
 	if v != backpressure.Admit {
-		j.mt.Withdraw()
+		j.turn.Withdraw()
 	}
 	for _, m := range dispatch {
 		m.Dispatch()
@@ -636,9 +643,9 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 // the contexts of running ones.
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
-	var queued []*mailbox.Task
+	var queued []*mailbox.Turn
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
-		m.Each(func(t *mailbox.Task) { queued = append(queued, t) })
+		m.Each(func(t *mailbox.Turn) { queued = append(queued, t) })
 	})
 	for _, t := range queued {
 		// cancel also settles the task, so its Wait returns and the drain

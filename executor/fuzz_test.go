@@ -1,10 +1,13 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -33,6 +36,19 @@ import (
 // task lends its worker while the call waits, for its turn or for room, and
 // needs one back when the call returns.
 //
+// A fifth mode, exiting (0x40 on throughput together with 0x80 on the
+// global cap, which no input before it set together; with nesting, 0x80
+// also means every nested kind), adds behavior 3, a fn that calls
+// runtime.Goexit, and Go (a Submit whose behavior byte has 0x20): the model
+// expects ErrGoexit from a Wait, from a Do whose fn ran on a worker and from
+// the error handler; a call whose fn ran on the caller's goroutine (an
+// inline Do, or a nested call inline on its task's goroutine) never
+// returns, its goroutine exits (errGone), and a nested call's Goexit so
+// ends the fn that made it too. A Go's failure (fn's error, its panic,
+// ErrGoexit, its ctx's error, ErrClosed) must reach the error handler
+// exactly once with its key, and nothing else may; its own return says only
+// whether it was accepted.
+//
 // Every task body blocks on its own gate until the driver releases it, and
 // the whole run happens in a synctest bubble: after each operation
 // synctest.Wait returns only once every goroutine is blocked, so the
@@ -49,9 +65,10 @@ import (
 //     already ended is refused and counted nowhere; under Block, which
 //     waiting call enters when a task ends or a waiting call gives up;
 //     under MaxQueueDelay, the age of each key's oldest waiting task;
-//   - each call's result (nil, fn's error, *PanicError, ctx's error,
-//     ErrBusy, ErrClosed), delivered exactly once and only after its task
-//     ended;
+//   - each call's result (nil, fn's error, *PanicError, ErrGoexit, ctx's
+//     error, ErrBusy, ErrClosed, or none: the goroutine exited), delivered
+//     exactly once and only after its task ended (for Go: through the
+//     error handler);
 //   - Stats (every counter) and ActiveKeys.
 func FuzzExecutor(f *testing.F) {
 	// Header: workers, throughput, per-key cap, global cap. Then ops.
@@ -112,7 +129,7 @@ type fuzzTask struct {
 	park     int           // where it waits for room, if it does: parkGlobal, parkKey
 	accepted bool          // counted in Submitted and queued
 	at       time.Duration // when it was accepted, on the bubble's clock since t0
-	behavior int           // 0 ok, 1 error, 2 panic
+	behavior int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
 	gate     chan struct{}
 	cancel   context.CancelFunc
 
@@ -127,6 +144,15 @@ type fuzzTask struct {
 	result chan error      // blocking calls
 	got    bool            // the result was collected
 	ran    *fuzzStartFlags // set by the body
+
+	// Exiting mode. Goroutines: the one fn ran on, and the one that made
+	// the call (a blocking call's, 0 for Submit and Go); equal, fn ran
+	// inline.
+	ranOn, callerG uint64
+	mustQueue      bool       // arrived behind others, or waited for room: never inline
+	goRet          chan error // Go called aside (Block): what Go returned
+	goReturned     bool       // and it was read
+	handled        []error    // Go: the failures the error handler was handed for it
 
 	// Nesting mode.
 	nest        chan *fuzzTask  // nested calls for the running body to make
@@ -144,7 +170,52 @@ const (
 
 type fuzzStartFlags struct {
 	mu      sync.Mutex
-	started map[int]int // task id -> times started
+	started map[int]int    // task id -> times started
+	ranOn   map[int]uint64 // task id -> the goroutine its fn ran on
+	caller  map[int]uint64 // task id -> the goroutine that made its blocking call
+}
+
+// setCaller records that the calling goroutine makes task id's call.
+func (f *fuzzStartFlags) setCaller(id int) {
+	g := goid()
+	f.mu.Lock()
+	f.caller[id] = g
+	f.mu.Unlock()
+}
+
+// goid is the calling goroutine's id, from its stack trace's header.
+func goid() uint64 {
+	var buf [64]byte
+	b := bytes.TrimPrefix(buf[:runtime.Stack(buf[:], false)], []byte("goroutine "))
+	if i := bytes.IndexByte(b, ' '); i > 0 {
+		b = b[:i]
+	}
+	id, err := strconv.ParseUint(string(b), 10, 64)
+	if err != nil {
+		panic("goid: " + err.Error())
+	}
+	return id
+}
+
+// errGone is the result of a call that never returned: fn ran on the
+// calling goroutine and called runtime.Goexit, which ended that goroutine.
+var errGone = errors.New("fuzz: the call never returned (its goroutine exited)")
+
+// fuzzHandler records what the error handler is handed.
+type fuzzHandler struct {
+	mu   sync.Mutex
+	recs []fuzzHandled
+}
+
+type fuzzHandled struct {
+	key any
+	err error
+}
+
+func (h *fuzzHandler) handle(key any, err error) {
+	h.mu.Lock()
+	h.recs = append(h.recs, fuzzHandled{key, err})
+	h.mu.Unlock()
 }
 
 type fuzzRun struct {
@@ -154,6 +225,8 @@ type fuzzRun struct {
 
 	workers, throughput, keyCap, globalCap int
 	striped, block, nesting, nestAll       bool
+	exiting                                bool // behavior 3 (Goexit) and Go
+	handler                                fuzzHandler
 	age                                    time.Duration // MaxQueueDelay's d; 0: not aging
 	t0                                     time.Time     // the bubble's clock at the start
 
@@ -182,11 +255,13 @@ type fuzzClose struct {
 }
 
 func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
-	r := &fuzzRun{t: t, data: data, flags: &fuzzStartFlags{started: map[int]int{}}}
+	r := &fuzzRun{t: t, data: data, flags: &fuzzStartFlags{
+		started: map[int]int{}, ranOn: map[int]uint64{}, caller: map[int]uint64{}}}
 	b := r.next()
 	r.workers, r.striped, r.nesting = 1+int(b%3), b&0x80 != 0, b&0x40 != 0
 	b = r.next()
 	r.throughput, r.block = 1+int(b%3), b&0x80 != 0
+	exiting := b&0x40 != 0
 	b = r.next()
 	if c := b % 5; c > 1 {
 		r.keyCap = int(c)
@@ -199,7 +274,16 @@ func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 		r.globalCap = int(c)
 	}
 	r.nestAll = r.nesting && b&0x80 != 0
+	r.exiting = exiting && b&0x80 != 0
 	return r
+}
+
+// behaviors is how many task behaviors the run draws from.
+func (r *fuzzRun) behaviors() byte {
+	if r.exiting {
+		return 4
+	}
+	return 3
 }
 
 func (r *fuzzRun) next() byte {
@@ -228,6 +312,9 @@ func (r *fuzzRun) run() {
 	}
 	if r.age > 0 {
 		opts = append(opts, executor.WithPolicy(backpressure.MaxQueueDelay(r.age)))
+	}
+	if r.exiting {
+		opts = append(opts, executor.WithErrorHandler(r.handler.handle))
 	}
 	r.t0 = time.Now()
 	e, err := executor.New[int](opts...)
@@ -282,8 +369,11 @@ func (r *fuzzRun) run() {
 	if err := e.Close(context.Background()); err != nil {
 		t.Errorf("Close once nothing runs: got %v; want nil", err)
 	}
+	synctest.Wait()
+	r.settle()
+	r.check("after the last Close")
 	for _, ft := range r.tasks {
-		if !ft.ended || (!ft.got && ft.result != nil) {
+		if !ft.ended || (!ft.got && (ft.result != nil || ft.kind == "Go")) {
 			t.Errorf("task %d (%s): ended %v, result collected %v; want both", ft.id, ft.kind, ft.ended, ft.got)
 		}
 	}
@@ -339,7 +429,10 @@ func (r *fuzzRun) apply(op byte) string {
 func (r *fuzzRun) submit(kind string) string {
 	k := int(r.next() % fuzzKeys)
 	b := r.next()
-	ft := &fuzzTask{id: len(r.tasks), kind: kind, keys: []int{k}, behavior: int(b % 3),
+	if kind == "Submit" && r.exiting && b&0x20 != 0 {
+		kind = "Go"
+	}
+	ft := &fuzzTask{id: len(r.tasks), kind: kind, keys: []int{k}, behavior: int(b % r.behaviors()),
 		gate: make(chan struct{}), nest: make(chan *fuzzTask, 1), ran: r.flags}
 	if kind == "DoMany" {
 		ft.keys = dedupInts([]int{k, int(r.next() % fuzzKeys)})
@@ -391,41 +484,66 @@ func (r *fuzzRun) submit(kind string) string {
 		}
 	}
 	r.tasks = append(r.tasks, ft)
-	if kind == "Submit" && !r.block {
-		task, err := r.e.Submit(ctx, k, fn)
-		ft.task = task
+	if (kind == "Submit" || kind == "Go") && !r.block {
+		var err error
+		if kind == "Go" {
+			err = r.e.Go(ctx, k, fn)
+		} else {
+			ft.task, err = r.e.Submit(ctx, k, fn)
+		}
 		if refuse != nil {
 			if !errors.Is(err, refuse) {
-				r.t.Errorf("task %d Submit: got %v; want %v", ft.id, err, refuse)
+				r.t.Errorf("task %d %s: got %v; want %v", ft.id, kind, err, refuse)
 			}
 			r.refused(ft, refuse)
-			ft.got = true // its result was the Submit's error
-			return fmt.Sprintf("Submit %d on %d refused", ft.id, k)
+			ft.got = true // its result was the call's error
+			return fmt.Sprintf("%s %d on %d refused", kind, ft.id, k)
 		}
 		if err != nil {
-			r.t.Errorf("task %d Submit: got %v; want it accepted", ft.id, err)
+			r.t.Errorf("task %d %s: got %v; want it accepted", ft.id, kind, err)
 			ft.ended, ft.got = true, true
-			return "Submit failed"
+			return kind + " failed"
+		}
+	} else if kind == "Go" {
+		// A blocking Go may wait for room: call it aside. What it returns
+		// says only whether it was accepted.
+		ft.goRet = make(chan error, 1)
+		go func() { ft.goRet <- r.e.Go(ctx, k, fn) }()
+		if refuse != nil {
+			r.refused(ft, refuse)
+			return fmt.Sprintf("Go %d on %d refused", ft.id, k)
 		}
 	} else {
 		ft.result = make(chan error, 1)
 		go func() {
+			if kind != "Submit" {
+				r.flags.setCaller(ft.id) // fn may run on this goroutine
+			}
+			returned := false
+			defer func() {
+				if !returned {
+					ft.result <- errGone // fn ran here and called runtime.Goexit
+				}
+			}()
+			var err error
 			switch kind {
 			case "Submit":
 				// A blocking Submit may wait for room: call it aside,
 				// and report its Task's result.
-				task, err := r.e.Submit(ctx, k, fn)
+				var task *executor.Task
+				task, err = r.e.Submit(ctx, k, fn)
 				if err == nil {
 					err = task.Wait(context.Background())
 				}
-				ft.result <- err
 			case "Do":
-				ft.result <- r.e.Do(ctx, k, fn)
+				err = r.e.Do(ctx, k, fn)
 			case "DoShared":
-				ft.result <- r.e.DoShared(ctx, k, fn)
+				err = r.e.DoShared(ctx, k, fn)
 			default:
-				ft.result <- r.e.DoMany(ctx, ft.keys, fn)
+				err = r.e.DoMany(ctx, ft.keys, fn)
 			}
+			returned = true
+			ft.result <- err
 		}()
 		if refuse != nil {
 			ft.want = refuse
@@ -434,6 +552,7 @@ func (r *fuzzRun) submit(kind string) string {
 		}
 	}
 	what := r.arrive(ft)
+	ft.mustQueue = ft.park != 0 || len(ft.qs) > 1 || !r.mayRun(ft)
 	return fmt.Sprintf("%s %d on %v behavior %d%s", kind, ft.id, ft.keys, ft.behavior, what)
 }
 
@@ -441,8 +560,10 @@ func (r *fuzzRun) submit(kind string) string {
 // is given until its gate opens, and ends as ft.behavior says.
 func (r *fuzzRun) body(ft *fuzzTask) func(context.Context) error {
 	return func(ctx context.Context) error {
+		g := goid()
 		r.flags.mu.Lock()
 		r.flags.started[ft.id]++
+		r.flags.ranOn[ft.id] = g
 		r.flags.mu.Unlock()
 		for {
 			select {
@@ -452,13 +573,31 @@ func (r *fuzzRun) body(ft *fuzzTask) func(context.Context) error {
 					return errTask
 				case 2:
 					panic(ft.id)
+				case 3:
+					runtime.Goexit()
 				}
 				return nil
 			case in := <-ft.nest:
-				in.result <- r.nested(ctx, in)
+				r.nestedCall(ctx, in)
 			}
 		}
 	}
+}
+
+// nestedCall makes the nested call in and sends its result; if in's fn
+// runs inline, on this goroutine, and calls runtime.Goexit, the call never
+// returns and the fn making it ends with it.
+func (r *fuzzRun) nestedCall(ctx context.Context, in *fuzzTask) {
+	r.flags.setCaller(in.id)
+	returned := false
+	defer func() {
+		if !returned {
+			in.result <- errGone
+		}
+	}()
+	err := r.nested(ctx, in)
+	returned = true
+	in.result <- err
 }
 
 // nested makes the nested call in with fn's ctx, which it can end early.
@@ -486,7 +625,7 @@ func (r *fuzzRun) nestCall() string {
 	o := idle[int(r.next())%len(idle)]
 	k := int(r.next() % fuzzKeys)
 	in := &fuzzTask{id: len(r.tasks), kind: "nested Do", keys: []int{k},
-		behavior: int(r.next() % 3), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
+		behavior: int(r.next() % r.behaviors()), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
 		ran: r.flags, outer: o, result: make(chan error, 1), ctxCanceled: o.ctxCanceled}
 	if r.nestAll {
 		switch r.next() % 3 {
@@ -574,6 +713,7 @@ func (r *fuzzRun) nestCall() string {
 		return fmt.Sprintf("task %d: %s %d on %v refused", o.id, in.kind, in.id, in.keys)
 	}
 	what := r.arriveKey(in)
+	in.mustQueue = in.park != 0 || len(in.qs) > 1 || !r.mayRun(in)
 	return fmt.Sprintf("task %d: %s %d on %v behavior %d%s", o.id, in.kind, in.id, in.keys, in.behavior, what)
 }
 
@@ -786,9 +926,32 @@ func (r *fuzzRun) release(ft *fuzzTask) {
 	case 2:
 		want = &executor.PanicError{Value: ft.id}
 		r.want.Panicked++
+	case 3:
+		want = ft.exited()
 	}
 	r.want.Completed++
 	r.end(ft, want)
+	// A nested call whose fn ran inline, on the goroutine of the fn that
+	// made it, takes that fn with it: it ends through Goexit too, and so
+	// on up the chain.
+	for x := ft; ft.behavior == 3 && x.outer != nil && x.inline(); x = x.outer {
+		o := x.outer
+		o.released = true // its fn is gone; its gate no longer matters
+		r.want.Completed++
+		r.end(o, o.exited())
+	}
+}
+
+// inline reports whether ft's fn ran on the goroutine that made its call.
+func (ft *fuzzTask) inline() bool { return ft.callerG != 0 && ft.ranOn == ft.callerG }
+
+// exited is the result of a call whose fn ended through runtime.Goexit:
+// none, if fn ran on the calling goroutine (it exited), else ErrGoexit.
+func (ft *fuzzTask) exited() error {
+	if ft.inline() {
+		return errGone
+	}
+	return executor.ErrGoexit
 }
 
 // end ends ft: an accepted task leaves its queues, a waiting call its
@@ -894,7 +1057,9 @@ func (r *fuzzRun) settle() {
 	t := r.t
 	r.flags.mu.Lock()
 	started := maps(r.flags.started)
+	ranOn, caller := maps(r.flags.ranOn), maps(r.flags.caller)
 	r.flags.mu.Unlock()
+	r.matchHandled()
 	for _, ft := range r.tasks {
 		n := started[ft.id]
 		if n > 1 {
@@ -902,7 +1067,11 @@ func (r *fuzzRun) settle() {
 		}
 		if n == 1 && !ft.started {
 			ft.started = true
+			ft.ranOn, ft.callerG = ranOn[ft.id], caller[ft.id]
 			switch {
+			case ft.inline() && ft.mustQueue:
+				t.Errorf("task %d (%s on %v) ran on its caller's goroutine, but it had to wait in line or for room",
+					ft.id, ft.kind, ft.keys)
 			case ft.ended && !ft.released:
 				t.Errorf("task %d (%s) started after it ended with %v", ft.id, ft.kind, ft.want)
 			case ft.doomed:
@@ -932,8 +1101,42 @@ func (r *fuzzRun) settle() {
 	}
 }
 
+// matchHandled hands each failure the error handler was handed since the
+// last step to the Go task it must be for: of that key, accepted, handed
+// nothing yet, and either ended with that failure or doomed by a giving-up
+// Close (ErrClosed). Tasks of one key that want the same failure are
+// interchangeable; the oldest takes it.
+func (r *fuzzRun) matchHandled() {
+	r.handler.mu.Lock()
+	recs := r.handler.recs
+	r.handler.recs = nil
+	r.handler.mu.Unlock()
+	for _, rec := range recs {
+		var match *fuzzTask
+		for _, ft := range r.tasks {
+			if ft.kind != "Go" || !ft.accepted || len(ft.handled) > 0 || rec.key != any(ft.keys[0]) {
+				continue
+			}
+			is := func(want error) bool { return want != nil && sameOutcome(rec.err, want) }
+			if (ft.ended && (is(ft.want) || is(ft.alt))) ||
+				(ft.doomed && !ft.ended && (is(executor.ErrClosed) || is(ft.alt))) {
+				match = ft
+				break
+			}
+		}
+		if match == nil {
+			r.t.Errorf("error handler handed key %v, %v: no accepted Go task has that failure", rec.key, rec.err)
+			continue
+		}
+		match.handled = append(match.handled, rec.err)
+	}
+}
+
 // resultReady reports, without consuming it, whether ft's call has returned.
 func (r *fuzzRun) resultReady(ft *fuzzTask) bool {
+	if ft.kind == "Go" {
+		return len(ft.handled) > 0 // a doomed Go ends with ErrClosed, handed to the handler
+	}
 	if ft.task != nil {
 		select {
 		case <-ft.task.Done():
@@ -945,8 +1148,8 @@ func (r *fuzzRun) resultReady(ft *fuzzTask) bool {
 	return len(ft.result) > 0
 }
 
-func maps(m map[int]int) map[int]int {
-	out := make(map[int]int, len(m))
+func maps[V any](m map[int]V) map[int]V {
+	out := make(map[int]V, len(m))
 	for k, v := range m {
 		out[k] = v
 	}
@@ -970,6 +1173,10 @@ func (r *fuzzRun) check(at string) {
 	// Results: present exactly for the tasks that ended, and as expected.
 	for _, ft := range r.tasks {
 		if ft.got {
+			continue
+		}
+		if ft.kind == "Go" {
+			r.checkGo(at, ft)
 			continue
 		}
 		ready := r.resultReady(ft)
@@ -1099,6 +1306,59 @@ func (r *fuzzRun) check(at string) {
 	}
 }
 
+// checkGo checks a Go call: what Go returned (nil once accepted, else why
+// not), and once its task has ended, that a failure reached the error
+// handler exactly once (matchHandled) and success never did.
+func (r *fuzzRun) checkGo(at string, ft *fuzzTask) {
+	t := r.t
+	t.Helper()
+	if ft.goRet != nil && !ft.goReturned {
+		ready := len(ft.goRet) > 0
+		if want := ft.park == 0 && (ft.accepted || ft.ended); ready != want {
+			t.Errorf("%s: task %d (Go on %v): Go returned %v; want %v (accepted %v, ended %v)",
+				at, ft.id, ft.keys, ready, want, ft.accepted, ft.ended)
+			return
+		}
+		if !ready {
+			return
+		}
+		err := <-ft.goRet
+		ft.goReturned = true
+		var want error
+		if !ft.accepted {
+			want = ft.want
+		}
+		if !sameOutcome(err, want) && (ft.alt == nil || ft.accepted || !sameOutcome(err, ft.alt)) {
+			t.Errorf("%s: task %d (Go on %v): Go returned %v; want %v", at, ft.id, ft.keys, err, want)
+		}
+	}
+	if !ft.accepted {
+		if len(ft.handled) > 0 {
+			t.Errorf("%s: task %d (Go on %v), never accepted: the error handler was handed %v", at, ft.id, ft.keys, ft.handled)
+		}
+		ft.got = ft.ended
+		return
+	}
+	switch {
+	case len(ft.handled) > 1:
+		t.Errorf("%s: task %d (Go on %v): the error handler was handed %v; want one failure", at, ft.id, ft.keys, ft.handled)
+	case !ft.ended:
+		if len(ft.handled) > 0 {
+			t.Errorf("%s: task %d (Go on %v): the error handler was handed %v before it ended", at, ft.id, ft.keys, ft.handled)
+		}
+	case ft.want == nil:
+		if len(ft.handled) > 0 {
+			t.Errorf("%s: task %d (Go on %v) succeeded; the error handler was handed %v", at, ft.id, ft.keys, ft.handled)
+		}
+		ft.got = true
+	case len(ft.handled) == 0:
+		t.Errorf("%s: task %d (Go on %v) ended with %v; the error handler was handed nothing", at, ft.id, ft.keys, ft.want)
+		ft.got = true
+	default:
+		ft.got = true // matchHandled gave it only a failure it may end with
+	}
+}
+
 // doomedNested counts the nested calls in queue q that a giving-up Close
 // doomed and the model has not seen end. Such a call leaves its queue at
 // once, but its result comes back only once its task has a worker again,
@@ -1135,14 +1395,14 @@ func sameOutcome(got, want error) bool {
 }
 
 func (r *fuzzRun) dump() {
-	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v, max queue delay %v, nesting %v",
-		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block, r.age, r.nesting)
+	r.t.Logf("config: workers %d, throughput %d, key cap %d, global cap %d, striped %v, blocking %v, max queue delay %v, nesting %v (all kinds %v), exiting %v",
+		r.workers, r.throughput, r.keyCap, r.globalCap, r.striped, r.block, r.age, r.nesting, r.nestAll, r.exiting)
 	for i, d := range r.trace {
 		r.t.Logf("step %d: %s", i, d)
 	}
 	for _, ft := range r.tasks {
-		r.t.Logf("task %d: %s on %v shared %v behavior %d started %v released %v ended %v doomed %v want %v",
-			ft.id, ft.kind, ft.keys, ft.shared, ft.behavior, ft.started, ft.released, ft.ended, ft.doomed, ft.want)
+		r.t.Logf("task %d: %s on %v shared %v behavior %d started %v released %v ended %v doomed %v want %v inline %v handled %v",
+			ft.id, ft.kind, ft.keys, ft.shared, ft.behavior, ft.started, ft.released, ft.ended, ft.doomed, ft.want, ft.inline(), ft.handled)
 	}
 	// Let everything finish so the bubble can exit.
 	for _, ft := range r.tasks {

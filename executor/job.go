@@ -29,7 +29,7 @@ import (
 // A synchronous job is its task's mailbox.Work; an asynchronous one's is
 // the asyncJob around it, whose Settle ends the Task (see work).
 type job[K comparable] struct {
-	mt  mailbox.Task
+	turn mailbox.Turn
 	fn  func(context.Context) error
 	ctx *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
 	err error       // written before the job settles, read after
@@ -69,26 +69,26 @@ func (j *job[K]) base() *job[K]      { return j }
 func (a *asyncJob[K]) base() *job[K] { return &a.job }
 
 // jobOf returns the job of a task the executor queued.
-func jobOf[K comparable](t *mailbox.Task) *job[K] { return t.Work().(work[K]).base() }
+func jobOf[K comparable](t *mailbox.Turn) *job[K] { return t.Work().(work[K]).base() }
 
-func (a *asyncJob[K]) Run()        { a.job.Run() }
-func (a *asyncJob[K]) Admit() bool { return a.job.Admit() }
+func (a *asyncJob[K]) Run()          { a.job.Run() }
+func (a *asyncJob[K]) Promote() bool { return a.job.Promote() }
 
 func (a *asyncJob[K]) result() error { return a.job.err }
 
 func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
-	return a.ctx.beforeWait(ctx, &a.job.mt)
+	return a.ctx.beforeWait(ctx, &a.job.turn)
 }
 
 // Admit is called, with the mailbox locked, when a parked job gets room
 // (mailbox.Work). Once the executor is closed it refuses: the parked
 // submitter leaves with ErrClosed, and no work is accepted after Close.
-func (j *job[K]) Admit() bool {
+func (j *job[K]) Promote() bool {
 	e := j.ctx.e
 	if e.closed.Load() {
 		return false
 	}
-	e.accept(j)
+	e.countAccepted(j)
 	j.done <- struct{}{}
 	return true
 }
@@ -124,7 +124,7 @@ func (j *job[K]) Run() {
 	var start time.Time
 	if e.obs != nil {
 		start = time.Now() // one clock read for both the wait and the run
-		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.mt.Stamp()))
+		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.turn.Stamp()))
 	}
 	outcome, err := j.call(start)
 	j.ran(err, outcome, start)
@@ -201,7 +201,7 @@ func (a *asyncJob[K]) Settle() {
 // (see unreserveBatch): the task still ends at once.
 func (j *job[K]) release() {
 	e := j.ctx.e
-	if e.runner.Ran == nil || !j.mt.Batched() {
+	if !e.batchRelease || !j.turn.Batched() {
 		e.unreserve()
 	}
 }

@@ -23,7 +23,7 @@ func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
 // with an Observer, a policy that reads queue age or WithSlowTaskWarning;
 // without them OldestKeys returns nil. Its cost is that of HotKeys.
 func (e *Executor[K]) OldestKeys(n int) []KeyLoad[K] {
-	if e == nil || e.runner.Clock == nil {
+	if e == nil || !e.ages {
 		return nil
 	}
 	return e.topKeys(n, func(l KeyLoad[K]) int64 { return int64(max(l.Held, l.OldestWait)) })
@@ -36,7 +36,7 @@ func (e *Executor[K]) topKeys(n int, score func(KeyLoad[K]) int64) []KeyLoad[K] 
 	}
 	top := loadHeap[K]{score: score}
 	now := int64(0)
-	if e.runner.Clock != nil {
+	if e.ages {
 		now = monotime()
 	}
 	e.router.Each(func(k K, m *mailbox.Mailbox) {

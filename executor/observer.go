@@ -1,6 +1,10 @@
 package executor
 
-import "time"
+import (
+	"time"
+
+	"github.com/perkey/perkey/backpressure"
+)
 
 // Outcome is how a task that ran ended.
 type Outcome uint8
@@ -27,6 +31,19 @@ const (
 	// ReasonClosed: the executor was closed.
 	ReasonClosed
 )
+
+// reasonOf is the Reason for a refusal by the cap of scope.
+func reasonOf(s backpressure.Scope) Reason {
+	switch s {
+	case backpressure.ScopeKey:
+		return ReasonKey
+	case backpressure.ScopeGlobal:
+		return ReasonGlobal
+	case backpressure.ScopeDelay:
+		return ReasonDelay
+	}
+	return 0
+}
 
 // String returns the reason as a metric label value.
 func (r Reason) String() string {

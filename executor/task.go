@@ -227,7 +227,7 @@ func (c *taskCtx[K]) keyField() zap.Field {
 // context c is. Besides a wait on a key the waiting task holds, it refuses
 // one on a submission queued behind a DoMany that waits for a key the
 // waiting task holds: neither could ever go first (see waitsOnCaller).
-func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Task) (func(), error) {
+func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Turn) (func(), error) {
 	e := c.e
 	outer := e.innermost(ctx)
 	if outer == nil {

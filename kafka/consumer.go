@@ -446,7 +446,7 @@ func recFields(r *kgo.Record, more ...zap.Field) []zap.Field {
 		zap.Int64("offset", r.Offset), zap.ByteString("key", r.Key)}, more...)
 }
 
-// shutdown ends Run: it settles every partition, commits, leaves the group
+// shutdown ends Run: it winds every partition down, commits, leaves the group
 // and closes the executor.
 func (c *Consumer) shutdown(clientClosed bool) error {
 	parts := c.snapshot()
@@ -456,7 +456,7 @@ func (c *Consumer) shutdown(clientClosed bool) error {
 		c.stop(parts)
 		c.await(parts, "client closed")
 	} else {
-		c.settle(parts, c.cfg.DrainTimeout, "shutdown", true)
+		c.windDown(parts, c.cfg.DrainTimeout, "shutdown", true)
 	}
 
 	c.commitMu.Lock()
@@ -525,14 +525,14 @@ func (c *Consumer) take(tps map[string][]int32) []*partition {
 	return parts
 }
 
-// settle winds parts down. With drain, the records already dispatched may
+// windDown winds parts down. With drain, the records already dispatched may
 // all run; without, only the handlers running now finish and the records
 // not started are left to the next owner. Either way, once grace has passed
 // the records not started are left, the running handlers' ctx is canceled,
-// and settle waits for them to return. Once it returns no task of parts
+// and windDown waits for them to return. Once it returns no task of parts
 // runs a handler, so the partitions can go to another member without a key
 // ever running on two.
-func (c *Consumer) settle(parts []*partition, grace time.Duration, why string, drain bool) {
+func (c *Consumer) windDown(parts []*partition, grace time.Duration, why string, drain bool) {
 	for _, p := range parts {
 		p.mu.Lock()
 		switch {

@@ -57,7 +57,7 @@ func (c *Consumer) onRevoked(_ context.Context, cl *kgo.Client, revoked map[stri
 		return
 	}
 	start := time.Now()
-	c.settle(parts, c.cfg.RevokeTimeout, "revoke", false)
+	c.windDown(parts, c.cfg.RevokeTimeout, "revoke", false)
 	c.commitMu.Lock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	err := c.commit(ctx, parts)

@@ -18,7 +18,7 @@
 // the table" are decided under the lock every submitter takes. Submissions
 // parked by a blocking policy wait in the mailbox's waiting room and enter
 // the queue, in order, as soon as a task ends and makes room (even in the
-// middle of a batch), unless their owner refuses them (Work.Admit). The package never looks keys up,
+// middle of a batch), unless their owner refuses them (Work.Promote). The package never looks keys up,
 // never decides whether a new submission is admitted and never calls user
 // code except through Work.Run.
 package mailbox

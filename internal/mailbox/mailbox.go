@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// batchHold stands in m.writer while a drive loop runs a batch.
-var batchHold Task
+// batchHold stands in m.holder while a drive loop runs a batch.
+var batchHold Turn
 
 // Owner is told, with the mailbox's lock held, when a mailbox is idle
 // (nothing queued, held, parked or driven) as its lock is released. It may
@@ -27,7 +27,7 @@ type Mailbox struct {
 	owner  Owner
 	queue  list                  // FIFO of entries waiting for a hold
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
-	writer *Task                 // the exclusive holder, if any
+	holder *Turn                 // the exclusive holder, if any
 	run    func()
 
 	// The waiting room: submissions parked until the queue has room
@@ -39,7 +39,7 @@ type Mailbox struct {
 	// served tasks finished since busySince (unix ns; 0 = no queue yet).
 	busySince int64
 
-	// heldSince is when the current hold began (Runner.Clock), 0 if none or
+	// heldSince is when the current hold began (RunnerOptions.Clock), 0 if none or
 	// if the runner keeps no clock: a batch's task as it starts, else the
 	// first of the holders granted. Written locked, or by the drive loop
 	// during its batch; read locked. warned is the heldSince of the last
@@ -51,7 +51,7 @@ type Mailbox struct {
 	// busy: its size is most of what a waiting key costs).
 	pending atomic.Int32 // entries queued, holding or in a run; decremented unlocked only by the driver
 	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
-	readers int32        // shared holds granted
+	sharers int32        // shared holds granted
 	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
 	limit   int32        // room: at most limit pending; 0 = no cap
 	driven  bool         // a drive loop is scheduled or running
@@ -76,7 +76,7 @@ func (m *Mailbox) Reset() { m.busySince = 0; m.served.Store(0); m.many = false }
 func (m *Mailbox) Lock() { m.mu.Lock() }
 
 // Unlock retires the mailbox if it is idle and unlocks its shard.
-func (m *Mailbox) Unlock() { m.unlockRetire() }
+func (m *Mailbox) Release() { m.unlockRetire() }
 
 // Pending is the number of tasks queued or holding (locked).
 func (m *Mailbox) Pending() int { return int(m.pending.Load()) }
@@ -89,7 +89,7 @@ func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked.Load() 
 
 // ServiceTime estimates how long the key takes per task lately, from the
 // tasks it finished while a queue stood; 0 means no estimate, always so
-// unless the runner measures it (Runner.MeasureService) (locked).
+// unless the runner measures it (RunnerOptions.MeasureService) (locked).
 func (m *Mailbox) ServiceTime() time.Duration {
 	if m.busySince == 0 {
 		return 0
@@ -101,7 +101,7 @@ func (m *Mailbox) ServiceTime() time.Duration {
 		// so far is a lower bound, if the runner keeps a clock; else there
 		// is no estimate.
 		if at, ok := m.HeldSince(); ok {
-			return time.Duration(m.r.Clock() - at)
+			return time.Duration(m.r.opt.Clock() - at)
 		}
 		return 0
 	}
@@ -144,7 +144,7 @@ func (m *Mailbox) unpark(e *Entry) {
 func (m *Mailbox) promote() {
 	for m.parked.Load() > 0 && (m.limit == 0 || m.pending.Load() < m.limit) {
 		e := m.park.head
-		if !e.t.work.Admit() {
+		if !e.t.work.Promote() {
 			return // refused: the submitter takes it out (Unpark)
 		}
 		m.unpark(e)
@@ -153,18 +153,18 @@ func (m *Mailbox) promote() {
 }
 
 // Oldest returns the oldest task that has not started: the next of a
-// running batch (if the runner tracks it, see Runner.TrackOldest), else the
+// running batch (if the runner tracks it, see RunnerOptions.TrackOldest), else the
 // head of the queue; nil if none (locked). The next of a running batch may
 // start and end at any moment: read only what its owner never reuses (see
 // OldestStamp for the stamp).
-func (m *Mailbox) Oldest() *Task {
+func (m *Mailbox) Oldest() *Turn {
 	if e := m.cursor.Load(); e != nil {
 		return e.t
 	}
 	return m.Head()
 }
 
-// OldestStamp returns the stamp (Task.SetStamp) of the oldest task that
+// OldestStamp returns the stamp (Turn.SetStamp) of the oldest task that
 // waits (it has not started and was not withdrawn), and false if there is
 // none (locked).
 //
@@ -210,7 +210,7 @@ read:
 }
 
 // Head returns the oldest queued task, or nil (locked).
-func (m *Mailbox) Head() *Task {
+func (m *Mailbox) Head() *Turn {
 	if m.queue.head == nil {
 		return nil
 	}
@@ -219,15 +219,15 @@ func (m *Mailbox) Head() *Task {
 
 // Holder returns the task holding m exclusively, or nil (locked); nil too
 // while a drive loop runs a batch.
-func (m *Mailbox) Holder() *Task {
-	if m.writer == &batchHold {
+func (m *Mailbox) Holder() *Turn {
+	if m.holder == &batchHold {
 		return nil
 	}
-	return m.writer
+	return m.holder
 }
 
 // Each calls f for every queued task, oldest first (locked).
-func (m *Mailbox) Each(f func(t *Task)) {
+func (m *Mailbox) Each(f func(t *Turn)) {
 	for e := m.queue.head; e != nil; e = e.next {
 		f(e.t)
 	}
@@ -239,7 +239,7 @@ func (m *Mailbox) Each(f func(t *Task)) {
 // A mailbox where no multi-key task was queued since the last walk that
 // found none answers at once: the walk, under the shard's lock and as long
 // as the queue, is paid only where such a task may be.
-func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Task)) {
+func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
 	if !m.many {
 		return
 	}
@@ -262,7 +262,7 @@ func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Task)) {
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
-	return m.queue.head == nil && m.writer == nil && (m.readers == 0 || shared)
+	return m.queue.head == nil && m.holder == nil && (m.sharers == 0 || shared)
 }
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
@@ -270,7 +270,7 @@ func (m *Mailbox) CanHold(shared bool) bool {
 // CanHold under the same lock; after running it calls t.Release (locked).
 // The task stays in state Queued: it is in no queue, so nothing else can
 // start or cancel it, and it can be reused as soon as Release returns.
-func (m *Mailbox) Hold(t *Task) {
+func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
 	m.grant(e)
@@ -291,10 +291,10 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 
 // link appends e, whose m is set, at the tail of the queue (locked). It
 // does not write e.m: a parked entry's was set by Park, and promote wakes
-// its submitter (Work.Admit) before it links the entry, so the submitter
+// its submitter (Work.Promote) before it links the entry, so the submitter
 // may already read e.m unlocked (Entry.release does, to find the lock).
 func (m *Mailbox) link(e *Entry) {
-	if m.busySince == 0 && m.r.MeasureService && m.pending.Load() > 0 {
+	if m.busySince == 0 && m.r.opt.MeasureService && m.pending.Load() > 0 {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
@@ -313,30 +313,30 @@ func (m *Mailbox) unlink(e *Entry) {
 
 func (m *Mailbox) grant(e *Entry) {
 	e.held = true
-	if m.r.Clock != nil && m.writer == nil && m.readers == 0 {
-		m.heldSince.Store(m.r.Clock())
+	if m.r.opt.Clock != nil && m.holder == nil && m.sharers == 0 {
+		m.heldSince.Store(m.r.opt.Clock())
 	}
 	if e.shared {
-		m.readers++
+		m.sharers++
 	} else {
-		m.writer = e.t
+		m.holder = e.t
 	}
 }
 
 func (m *Mailbox) unhold(e *Entry) {
 	e.held = false
 	if e.shared {
-		m.readers--
+		m.sharers--
 	} else {
-		m.writer = nil
+		m.holder = nil
 	}
-	if m.writer == nil && m.readers == 0 {
+	if m.holder == nil && m.sharers == 0 {
 		m.heldSince.Store(0)
 	}
 }
 
 // HeldSince returns when the key's current hold began, on the runner's
-// clock (Runner.Clock): the running task of a batch, an inline run, a
+// clock (RunnerOptions.Clock): the running task of a batch, an inline run, a
 // multi-key task (from the moment it holds this key) or a shared group
 // (from its first task); false if nothing holds m or the runner keeps no
 // clock (locked).
@@ -359,7 +359,7 @@ func (m *Mailbox) MarkSlow() bool {
 // wake marks m driven and reports true if its head can be granted now and
 // no drive loop is scheduled (locked).
 func (m *Mailbox) wake() bool {
-	if m.driven || m.queue.head == nil || m.writer != nil || (m.readers > 0 && !m.queue.head.shared) {
+	if m.driven || m.queue.head == nil || m.holder != nil || (m.sharers > 0 && !m.queue.head.shared) {
 		return false
 	}
 	m.driven = true
@@ -383,12 +383,12 @@ func (m *Mailbox) unlockRetire() {
 // budget exclusive tasks in a row, then it yields (re-queues m on the
 // runner). It returns a granted multi-key or shared task for the caller to
 // run with the same slot, or nil.
-func (m *Mailbox) drive(budget int) *Task {
+func (m *Mailbox) drive(budget int) *Turn {
 	m.mu.Lock()
-	var done *Task // ran in this loop; settled once m's lock is released
+	var done *Turn // ran in this loop; settled once m's lock is released
 	for {
 		e := m.queue.head
-		if e == nil || m.writer != nil || (m.readers > 0 && !e.shared) {
+		if e == nil || m.holder != nil || (m.sharers > 0 && !e.shared) {
 			m.driven = false
 			m.unlockRetire()
 			settle(done)
@@ -444,11 +444,11 @@ func (m *Mailbox) drive(budget int) *Task {
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
-// instead of two per task. While it runs, m.writer is batchHold: nothing else
+// instead of two per task. While it runs, m.holder is batchHold: nothing else
 // can hold m and new submissions queue behind the batch. A batched task
 // canceled before it starts loses the start CAS; its canceler gives its
 // place back at once (Entry.release), and the loop skips it.
-func (m *Mailbox) runBatch(budget int, done *Task) int {
+func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	first := m.queue.head
 	last, n := first, 0
 	for e := first; e != nil && n < budget && e.t.many == nil && !e.shared; e = e.next {
@@ -457,7 +457,7 @@ func (m *Mailbox) runBatch(budget int, done *Task) int {
 		n++
 	}
 	m.queue.cut(last)
-	m.writer = &batchHold
+	m.holder = &batchHold
 	m.mu.Unlock()
 	settle(done)
 	m.runFrom(first, 0)
@@ -488,7 +488,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m: m})
 		}
 	}()
-	track := m.r.TrackOldest
+	track := m.r.opt.TrackOldest
 	for e != nil {
 		next := e.next
 		t := e.t
@@ -496,8 +496,8 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			if track {
 				m.cursor.Store(next)
 			}
-			if m.r.Clock != nil {
-				m.heldSince.Store(m.r.Clock())
+			if m.r.opt.Clock != nil {
+				m.heldSince.Store(m.r.opt.Clock())
 			}
 			running = e
 			t.work.Run()
@@ -507,22 +507,22 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		}
 		e = next
 	}
-	if m.r.Ran != nil && ran > 0 {
-		m.r.Ran(ran)
+	if m.r.opt.Ran != nil && ran > 0 {
+		m.r.opt.Ran(ran)
 	}
 }
 
 // finishRun ends a batched task that ran: it frees its place, admits a
 // parked submission into the room (it queues behind the batch), and
 // settles the task.
-func (m *Mailbox) finishRun(t *Task) {
+func (m *Mailbox) finishRun(t *Turn) {
 	m.pending.Add(-1)
 	if m.parked.Load() > 0 {
 		m.mu.Lock()
 		m.promote()
 		m.mu.Unlock()
 	}
-	if m.r.MeasureService {
+	if m.r.opt.MeasureService {
 		m.served.Add(1)
 	}
 	t.Finish()
@@ -531,10 +531,10 @@ func (m *Mailbox) finishRun(t *Task) {
 
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
-	if m.r.TrackOldest {
+	if m.r.opt.TrackOldest {
 		m.cursor.Store(nil)
 	}
-	m.writer = nil
+	m.holder = nil
 	m.heldSince.Store(0)
 	m.decay()
 	m.promote()
@@ -580,7 +580,7 @@ func (m *Mailbox) decay() {
 	}
 }
 
-func settle(t *Task) {
+func settle(t *Turn) {
 	if t != nil {
 		t.work.Settle()
 	}

@@ -53,7 +53,7 @@ func (w *work) Settle() {
 	}
 }
 
-func (w *work) Admit() bool { return true }
+func (w *work) Promote() bool { return true }
 
 type runLog struct {
 	mu  sync.Mutex
@@ -92,12 +92,12 @@ func newBox(r *mailbox.Runner) *box {
 
 // submit enqueues w as a single-key exclusive task and dispatches the
 // mailbox if it needs a drive loop.
-func (b *box) submit(w mailbox.Work) *mailbox.Task {
-	t := new(mailbox.Task)
+func (b *box) submit(w mailbox.Work) *mailbox.Turn {
+	t := new(mailbox.Turn)
 	t.Init(w, false)
 	b.m.Lock()
 	dispatch := b.m.Enqueue(t.Entry())
-	b.m.Unlock()
+	b.m.Release()
 	if dispatch {
 		b.m.Dispatch()
 	}
@@ -106,7 +106,7 @@ func (b *box) submit(w mailbox.Work) *mailbox.Task {
 
 func newRunner(t *testing.T, slots, throughput int) *mailbox.Runner {
 	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, slots, throughput)
+	r := mailbox.NewRunner(pool, slots, throughput, mailbox.RunnerOptions{})
 	t.Cleanup(func() {
 		r.Wait()
 		pool.StopAndWait()
@@ -154,7 +154,7 @@ func TestRunnerSlots(t *testing.T) {
 func TestRunnerAcquireWaits(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		pool := pond.NewPool(0)
-		r := mailbox.NewRunner(pool, 1, 1)
+		r := mailbox.NewRunner(pool, 1, 1, mailbox.RunnerOptions{})
 		if !r.TryAcquire() {
 			t.Fatal("TryAcquire on an idle runner: got false; want true")
 		}
@@ -207,7 +207,7 @@ func TestMailboxFIFO(t *testing.T) {
 		}
 		b.m.Lock()
 		idle := b.m.Idle()
-		b.m.Unlock()
+		b.m.Release()
 		if !idle || b.o.retired.Load() == 0 {
 			t.Errorf("throughput %d: drained mailbox: idle %v, retired %d times; want idle and retired", throughput, idle, b.o.retired.Load())
 		}
@@ -249,7 +249,7 @@ func TestMailboxCancel(t *testing.T) {
 	if p := b.m.Pending(); p != 0 {
 		t.Errorf("Pending after the drain: got %d; want 0", p)
 	}
-	b.m.Unlock()
+	b.m.Release()
 }
 
 // TestRunnerFairness: with one slot and throughput n, two busy mailboxes
@@ -292,7 +292,7 @@ func TestRunnerFairness(t *testing.T) {
 // drive loop's batch.
 type batchWork struct {
 	*work
-	t       mailbox.Task
+	t       mailbox.Turn
 	batched atomic.Bool
 	count   *atomic.Int32 // counts the settles of batched tasks
 }
@@ -305,20 +305,19 @@ func (w *batchWork) Settle() {
 	w.work.Settle()
 }
 
-// TestRunnerRan: Runner.Ran hears, after each batch's tasks have settled,
+// TestRunnerRan: RunnerOptions.Ran hears, after each batch's tasks have settled,
 // how many of them ran, not counting one canceled inside the batch; a task
 // that ran in a batch reports Batched in Settle, and the canceled one does
 // not.
 func TestRunnerRan(t *testing.T) {
 	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, 1, 8)
 	var (
 		mu      sync.Mutex
 		calls   []int
 		settled atomic.Int32 // settles of batched tasks so far
 		early   []string
 	)
-	r.Ran = func(n int) {
+	ran := func(n int) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, n)
@@ -330,6 +329,7 @@ func TestRunnerRan(t *testing.T) {
 			early = append(early, "Ran before its batch settled")
 		}
 	}
+	r := mailbox.NewRunner(pool, 1, 8, mailbox.RunnerOptions{Ran: ran})
 	t.Cleanup(func() { r.Wait(); pool.StopAndWait() })
 	b := newBox(r)
 	var log runLog
@@ -344,7 +344,7 @@ func TestRunnerRan(t *testing.T) {
 		w.t.Init(w, false)
 		b.m.Lock()
 		dispatch := b.m.Enqueue(w.t.Entry())
-		b.m.Unlock()
+		b.m.Release()
 		if dispatch {
 			b.m.Dispatch()
 		}
@@ -384,7 +384,7 @@ type admitWork struct {
 	admitted chan struct{}
 }
 
-func (w *admitWork) Admit() bool { close(w.admitted); return true }
+func (w *admitWork) Promote() bool { close(w.admitted); return true }
 
 // TestParkedAdmittedMidBatch: a submission parked at the key's cap enters
 // the queue as soon as a task of a running batch ends and makes room, not
@@ -403,11 +403,11 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 	b.submit(a) // no free slot: both wait, then run as one batch
 	b.submit(c)
 	p := &admitWork{work: newWork(2, &log), admitted: make(chan struct{})}
-	var pt mailbox.Task
+	var pt mailbox.Turn
 	pt.Init(p, false)
 	b.m.Lock()
 	b.m.Park(pt.Entry())
-	b.m.Unlock()
+	b.m.Release()
 
 	close(hold.gate) // the slot passes to the batch a, c
 	wait(t, "task a to start", a.started)
@@ -426,7 +426,7 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 	}
 	b.m.Lock()
 	pending, parked := b.m.Pending(), b.m.Parked()
-	b.m.Unlock()
+	b.m.Release()
 	if pending != 2 || parked != 0 {
 		t.Errorf("after the admission: Pending %d, Parked %d; want 2, 0", pending, parked)
 	}
@@ -449,18 +449,18 @@ func TestEachManyAhead(t *testing.T) {
 	first := newGatedWork(0, &log)
 	ft := a.submit(first)
 	wait(t, "the first task to start", first.started)
-	walk := func(bx *box) []*mailbox.Task {
-		var out []*mailbox.Task
+	walk := func(bx *box) []*mailbox.Turn {
+		var out []*mailbox.Turn
 		bx.m.Lock()
-		bx.m.EachManyAhead(nil, func(o *mailbox.Task) { out = append(out, o) })
-		bx.m.Unlock()
+		bx.m.EachManyAhead(nil, func(o *mailbox.Turn) { out = append(out, o) })
+		bx.m.Release()
 		return out
 	}
 	s1 := a.submit(newWork(1, &log))
 	if got := walk(a); len(got) != 0 {
 		t.Errorf("walk of a queue of single-key tasks: got %v; want none", got)
 	}
-	many := new(mailbox.Task)
+	many := new(mailbox.Turn)
 	entries := many.InitMany(newWork(2, &log), 2)
 	for i, bx := range []*box{a, b} {
 		bx.m.Lock()
@@ -468,15 +468,15 @@ func TestEachManyAhead(t *testing.T) {
 		if i == len(entries)-1 {
 			many.Commit() // accepted: room on every key
 		}
-		bx.m.Unlock()
+		bx.m.Release()
 		if dispatch {
 			bx.m.Dispatch()
 		}
 	}
 	s3 := a.submit(newWork(3, &log))
-	ahead := func(of *mailbox.Task) []*mailbox.Task {
-		var out []*mailbox.Task
-		of.EachManyAhead(func(o *mailbox.Task) { out = append(out, o) })
+	ahead := func(of *mailbox.Turn) []*mailbox.Turn {
+		var out []*mailbox.Turn
+		of.EachManyAhead(func(o *mailbox.Turn) { out = append(out, o) })
 		return out
 	}
 	if got := ahead(s3); len(got) != 1 || got[0] != many {
@@ -516,11 +516,11 @@ func TestStagedTask(t *testing.T) {
 	a := newBox(r)
 	var log runLog
 	w := newWork(1, &log)
-	many := new(mailbox.Task)
+	many := new(mailbox.Turn)
 	entries := many.InitMany(w, 2)
 	a.m.Lock()
 	dispatch := a.m.Enqueue(&entries[0])
-	a.m.Unlock()
+	a.m.Release()
 	if dispatch {
 		a.m.Dispatch() // it may hold a while it waits for its other key
 	}
@@ -536,7 +536,7 @@ func TestStagedTask(t *testing.T) {
 	}
 	a.m.Lock()
 	pending := a.m.Pending()
-	a.m.Unlock()
+	a.m.Release()
 	if pending != 0 {
 		t.Errorf("pending after Withdraw: got %d; want 0", pending)
 	}

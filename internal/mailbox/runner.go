@@ -11,7 +11,7 @@ import (
 // run, or a goroutine waiting to get its execution slot back.
 type item struct {
 	m      *Mailbox
-	t      *Task
+	t      *Turn
 	resume chan struct{}
 }
 
@@ -26,27 +26,7 @@ type Runner struct {
 	pool       pond.Pool
 	limit      int32
 	throughput int
-
-	// TrackOldest makes drive loops publish the next task of a running
-	// batch, for Mailbox.Oldest and OldestStamp; without it they see only
-	// queued tasks. It costs an atomic store per task. Set it before use.
-	TrackOldest bool
-
-	// MeasureService makes drive loops count the tasks each mailbox serves
-	// while a queue stands, for Mailbox.ServiceTime; without it ServiceTime
-	// is 0. It costs an atomic add per task. Set it before use.
-	MeasureService bool
-
-	// Ran, if set, is called unlocked after the tasks of a batch have
-	// settled, with how many of them ran (see Task.Batched): work that can
-	// be done for many tasks at once (say, releasing executor-wide counts)
-	// can leave it to Ran. Set it before use.
-	Ran func(n int)
-
-	// Clock, if set, is the clock mailboxes read as a hold begins, for
-	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per
-	// task. Without it no mailbox reads a clock. Set it before use.
-	Clock func() int64
+	opt        RunnerOptions // fixed at NewRunner
 
 	active atomic.Int32 // slots owned
 	nready atomic.Int32 // len(ready), readable without mu
@@ -57,10 +37,36 @@ type Runner struct {
 	loops sync.WaitGroup // drive loops started and not yet returned
 }
 
+// RunnerOptions are what a Runner's drive loops keep track of beyond
+// running tasks. Each costs a little per task, so each is off unless set.
+type RunnerOptions struct {
+	// TrackOldest makes drive loops publish the next task of a running
+	// batch, for Mailbox.Oldest and OldestStamp; without it they see only
+	// queued tasks. It costs an atomic store per task.
+	TrackOldest bool
+
+	// MeasureService makes drive loops count the tasks each mailbox serves
+	// while a queue stands, for Mailbox.ServiceTime; without it ServiceTime
+	// is 0. It costs an atomic add per task.
+	MeasureService bool
+
+	// Ran, if set, is called unlocked after the tasks of a batch have
+	// settled, with how many of them ran (see Turn.Batched): work that can
+	// be done for many tasks at once (the executor gives back their
+	// reservations) can be left to Ran. It is the one call from a drive
+	// loop back to its owner other than the turns' Work.
+	Ran func(n int)
+
+	// Clock, if set, is the clock mailboxes read as a hold begins, for
+	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per
+	// task. Without it no mailbox reads a clock.
+	Clock func() int64
+}
+
 // NewRunner returns a Runner with limit slots that drives mailboxes on pool,
 // throughput tasks of one mailbox at a time.
-func NewRunner(pool pond.Pool, limit, throughput int) *Runner {
-	return &Runner{pool: pool, limit: int32(limit), throughput: throughput}
+func NewRunner(pool pond.Pool, limit, throughput int, opt RunnerOptions) *Runner {
+	return &Runner{pool: pool, limit: int32(limit), throughput: throughput, opt: opt}
 }
 
 // TryAcquire takes a free slot without waiting.
@@ -205,13 +211,13 @@ func (r *Runner) serve(it item) {
 // runGranted runs a granted multi-key or shared task and gives its holds
 // back. If Run never returns (Goexit: see Mailbox.runFrom), the deferred
 // call ends the task all the same and hands the slot to a fresh loop.
-func (r *Runner) runGranted(t *Task) {
+func (r *Runner) runGranted(t *Turn) {
 	if !t.start() {
 		return // canceled while waiting for a slot; its canceler settles it
 	}
 	returned := false
 	defer func() {
-		t.Release()
+		t.Vacate()
 		t.Finish()
 		t.work.Settle()
 		if !returned {

@@ -2,7 +2,7 @@ package mailbox
 
 import "sync/atomic"
 
-// Task states. A task moves Queued -> Granted -> Running -> Done, or from
+// Turn states. A task moves Queued -> Granted -> Running -> Done, or from
 // Queued or Granted to Canceled. Whoever wins the compare-and-swap out of
 // Queued/Granted decides whether the task runs or is canceled, so a task is
 // never both started and canceled, and never neither. A task held inline
@@ -15,7 +15,7 @@ import "sync/atomic"
 // either Commits it (Queued) once its last entry is enqueued, or takes it
 // back with Withdraw (Canceled).
 const (
-	Queued int32 = iota
+	Queued State = iota
 	Granted
 	Running
 	Done
@@ -23,7 +23,38 @@ const (
 	Staged
 )
 
-// Work is what a Task runs; the executor implements it.
+// State is where a turn is in its life (see the constants).
+type State int32
+
+// String names the state.
+func (s State) String() string {
+	switch s {
+	case Queued:
+		return "queued"
+	case Granted:
+		return "granted"
+	case Running:
+		return "running"
+	case Done:
+		return "done"
+	case Canceled:
+		return "canceled"
+	case Staged:
+		return "staged"
+	}
+	return "unknown"
+}
+
+// atomicState is a State read and written atomically.
+type atomicState struct{ v atomic.Int32 }
+
+func (a *atomicState) Load() State   { return State(a.v.Load()) }
+func (a *atomicState) Store(s State) { a.v.Store(int32(s)) }
+func (a *atomicState) CompareAndSwap(old, new State) bool {
+	return a.v.CompareAndSwap(int32(old), int32(new))
+}
+
+// Work is what a Turn runs; the executor implements it.
 type Work interface {
 	// Run executes the task; the task is in state Running and holds every
 	// mailbox it needs. Run must not panic. It may not return at all, if
@@ -41,13 +72,13 @@ type Work interface {
 	// with Unpark. It must not block. A submitter it wakes must take the
 	// mailbox's lock before it touches the task's entries (other than
 	// reading an entry's mailbox, which Park set, to find that lock).
-	Admit() bool
+	Promote() bool
 }
 
-// Task is the unit a mailbox schedules. The zero Task is not usable: call
+// Turn is the unit a mailbox schedules. The zero Turn is not usable: call
 // Init (one key) or InitMany.
-type Task struct {
-	state atomic.Int32
+type Turn struct {
+	state atomicState
 	need  atomic.Int32 // mailboxes that have not granted the task yet
 	one   Entry        // a single-key task's entry
 	many  *[]Entry     // for multi-key tasks; nil otherwise
@@ -59,7 +90,7 @@ type Task struct {
 type Entry struct {
 	prev, next *Entry
 	m          *Mailbox
-	t          *Task
+	t          *Turn
 	queued     bool // linked in m's queue; guarded by m's lock
 	held       bool // m has granted t; guarded by m's lock
 	parked     bool // linked in m's waiting room; guarded by m's lock
@@ -67,9 +98,9 @@ type Entry struct {
 	batched    bool // taken into a drive loop's batch (and, if it started, left set); guarded by m's lock
 }
 
-// Init prepares t for a single-key submission: a zero Task, or a reused
+// Init prepares t for a single-key submission: a zero Turn, or a reused
 // one that ran (Done, or still Queued after an inline run, see Mailbox.Hold).
-func (t *Task) Init(w Work, shared bool) {
+func (t *Turn) Init(w Work, shared bool) {
 	// Stores only where a reused task differs: an atomic store costs as
 	// much as an atomic add, and most reused tasks ran inline (still Queued).
 	if t.state.Load() != Queued {
@@ -98,7 +129,7 @@ func (t *Task) Init(w Work, shared bool) {
 // runs), or Withdraw it. A task that was ever queued is not to be
 // initialised again: whoever saw it queued (Each, EachManyAhead) may still
 // refer to it.
-func (t *Task) InitMany(w Work, n int) []Entry {
+func (t *Turn) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
 	t.one.shared = false
@@ -113,37 +144,37 @@ func (t *Task) InitMany(w Work, n int) []Entry {
 
 // SetStamp records when the task was accepted (the owner's clock), for
 // Mailbox.OldestStamp. Call it before the task is queued.
-func (t *Task) SetStamp(at int64) { t.stamp.Store(at) }
+func (t *Turn) SetStamp(at int64) { t.stamp.Store(at) }
 
 // Stamp returns what SetStamp recorded.
-func (t *Task) Stamp() int64 { return t.stamp.Load() }
+func (t *Turn) Stamp() int64 { return t.stamp.Load() }
 
 // Entry returns the entry of a single-key task.
-func (t *Task) Entry() *Entry { return &t.one }
+func (t *Turn) Entry() *Entry { return &t.one }
 
 // Batched reports whether a single-key task that ran was run in a drive
-// loop's batch, whose end the runner reports to Runner.Ran. Read it in
+// loop's batch, whose end the runner reports to RunnerOptions.Ran. Read it in
 // Settle.
-func (t *Task) Batched() bool { return t.many == nil && t.one.batched }
+func (t *Turn) Batched() bool { return t.many == nil && t.one.batched }
 
 // State reports the task's state.
-func (t *Task) State() int32 { return t.state.Load() }
+func (t *Turn) State() State { return t.state.Load() }
 
 // Shared reports whether the task takes shared holds.
-func (t *Task) Shared() bool { return t.one.shared }
+func (t *Turn) Shared() bool { return t.one.shared }
 
 // Commit makes a Staged multi-key task Queued: it is accepted, and may be
 // canceled from now on. Call it right after its last entry is enqueued,
 // with that mailbox still locked: every entry's mailbox is set by then
 // (Cancel reads them), and the task cannot be granted there yet.
-func (t *Task) Commit() { t.state.Store(Queued) }
+func (t *Turn) Commit() { t.state.Store(Queued) }
 
 // Withdraw takes a Staged task back out of the mailboxes it was enqueued in
 // so far (its owner found no room on one of its keys). It is Canceled from
 // then on, and nobody settles it: it was never accepted.
-func (t *Task) Withdraw() {
+func (t *Turn) Withdraw() {
 	if t.state.CompareAndSwap(Staged, Canceled) {
-		t.Release()
+		t.Vacate()
 	}
 }
 
@@ -153,7 +184,7 @@ func (t *Task) Withdraw() {
 // or is Staged (not accepted yet: see Withdraw).
 // A withdrawn task may stay linked in a running batch until the drive loop
 // skips it, and OldestStamp follows its link: its owner must never reuse it.
-func (t *Task) Cancel() bool {
+func (t *Turn) Cancel() bool {
 	for {
 		s := t.state.Load()
 		if s != Queued && s != Granted {
@@ -163,14 +194,14 @@ func (t *Task) Cancel() bool {
 			break
 		}
 	}
-	t.Release()
+	t.Vacate()
 	return true
 }
 
 // Release takes t out of every mailbox it is queued in or holds: it gives
 // back the holds of a task that ran inline (see Mailbox.Hold) or withdraws
 // one that never ran. Call it before Settle.
-func (t *Task) Release() {
+func (t *Turn) Vacate() {
 	if t.many == nil {
 		t.one.release()
 		return
@@ -181,10 +212,10 @@ func (t *Task) Release() {
 }
 
 // start moves a granted task to Running; false means it was canceled.
-func (t *Task) start() bool { return t.state.CompareAndSwap(Granted, Running) }
+func (t *Turn) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 
 // Finish marks a task that ran Done; call after Release, before Settle.
-func (t *Task) Finish() { t.state.Store(Done) }
+func (t *Turn) Finish() { t.state.Store(Done) }
 
 // release takes e out of its mailbox, whether queued or holding.
 func (e *Entry) release() {
@@ -217,7 +248,7 @@ func (e *Entry) release() {
 // each multi-key task holding that mailbox or queued ahead of t, if t is
 // queued there; otherwise (it was never queued, or it has been taken into a
 // batch, runs or ended) it calls nothing. See Mailbox.EachManyAhead.
-func (t *Task) EachManyAhead(f func(o *Task)) {
+func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	e := &t.one
 	m := e.m // set when t was queued, before its submitter could hand t on
 	if m == nil {
@@ -231,4 +262,4 @@ func (t *Task) EachManyAhead(f func(o *Task)) {
 }
 
 // Work returns what the task runs.
-func (t *Task) Work() Work { return t.work }
+func (t *Turn) Work() Work { return t.work }

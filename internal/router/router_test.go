@@ -34,12 +34,12 @@ func (w *work) Run() {
 	w.busy.Add(-1)
 }
 
-func (w *work) Settle()     { close(w.done) }
-func (w *work) Admit() bool { return true }
+func (w *work) Settle()       { close(w.done) }
+func (w *work) Promote() bool { return true }
 
 func newRunner(t *testing.T, slots int) *mailbox.Runner {
 	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, slots, 4)
+	r := mailbox.NewRunner(pool, slots, 4, mailbox.RunnerOptions{})
 	t.Cleanup(func() {
 		r.Wait()
 		pool.StopAndWait()
@@ -50,11 +50,11 @@ func newRunner(t *testing.T, slots int) *mailbox.Runner {
 // submit queues w on key the way the executor does: find the mailbox under
 // its lock, enqueue, unlock (which retires an idle mailbox), dispatch.
 func submit[K comparable](rt *router.Router[K], key K, w *work) {
-	t := new(mailbox.Task)
+	t := new(mailbox.Turn)
 	t.Init(w, false)
 	m := rt.Acquire(key)
 	dispatch := m.Enqueue(t.Entry())
-	m.Unlock()
+	m.Release()
 	if dispatch {
 		m.Dispatch()
 	}
@@ -79,7 +79,7 @@ func TestAcquireRetire(t *testing.T) {
 		t.Fatalf("Striped() with 0 stripes: got true; want false")
 	}
 	m := rt.Acquire("a") // (Live takes the shard locks: not while one is held)
-	m.Unlock()
+	m.Release()
 	if got := rt.Live(); got != 0 {
 		t.Errorf("Live after an idle Unlock: got %d; want 0", got)
 	}
@@ -91,9 +91,9 @@ func TestAcquireRetire(t *testing.T) {
 		t.Errorf("Live with a task pending: got %d; want 1", got)
 	}
 	m1 := rt.Acquire("a")
-	m1.Unlock()
+	m1.Release()
 	m2 := rt.Acquire("a")
-	m2.Unlock()
+	m2.Release()
 	if m1 != m2 {
 		t.Errorf("Acquire of a live key: got two mailboxes; want the same one")
 	}
@@ -133,9 +133,9 @@ func TestStripes(t *testing.T) {
 			t.Errorf("Same(%d, %d) on one stripe: got false; want true", a, b)
 		}
 		ma := rt.Acquire(a)
-		ma.Unlock()
+		ma.Release()
 		mb := rt.Acquire(b)
-		mb.Unlock()
+		mb.Release()
 		if ma != mb {
 			t.Errorf("keys %d and %d on one stripe: got two mailboxes; want one", a, b)
 		}
@@ -206,7 +206,7 @@ func TestRetireRace(t *testing.T) {
 func BenchmarkLive(b *testing.B) {
 	pool := pond.NewPool(0)
 	defer pool.StopAndWait()
-	rt := router.New[string](mailbox.NewRunner(pool, 2, 4), 0, 0)
+	rt := router.New[string](mailbox.NewRunner(pool, 2, 4, mailbox.RunnerOptions{}), 0, 0)
 	for b.Loop() {
 		_ = rt.Live()
 	}
