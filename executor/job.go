@@ -30,9 +30,9 @@ import (
 // the asyncJob around it, whose Settle ends the Task (see work).
 type job[K comparable] struct {
 	turn mailbox.Turn
-	fn  func(context.Context) error
-	ctx *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
-	err error       // written before the job settles, read after
+	fn   func(context.Context) error
+	ctx  *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
+	err  error       // written before the job settles, read after
 
 	// unread says that no caller reads err (Go): its failure goes to the
 	// error handler.
