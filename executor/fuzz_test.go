@@ -103,6 +103,25 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x41, 0, 0, 0x80, 1, 0, 0, 6, 0, 1, 0, 2, 2, 5, 0, 5, 0})
 	f.Add([]byte{0x40, 0, 0, 0x80, 1, 0, 0, 6, 0, 1, 0, 2, 0, 5, 0})
 	f.Add([]byte{0x40, 0, 0, 0x80, 1, 0, 0, 1, 1, 0, 3, 1, 0, 0, 6, 1, 2, 0, 2, 0, 5, 0, 5, 0, 5, 0})
+	// Exiting (0x40 on throughput with 0x80 on the global cap; behavior
+	// 3 calls runtime.Goexit, 0x20 on a Submit's behavior makes it a Go):
+	// an inline Do that exits (its goroutine with it); a queued Do that
+	// exits on a worker (ErrGoexit) and the key's next task; a Submit that
+	// exits and one behind it; Go tasks that fail, panic and exit; Go
+	// tasks canceled while queued and doomed by a giving-up Close; a
+	// nested Do inline on its task's goroutine that exits and takes its
+	// task (an inline Do) with it; a nested Do that exits on a worker;
+	// under Block a Go that waits for key room; striped, a DoMany whose
+	// keys share the stripe, inline, that exits.
+	f.Add([]byte{1, 0x40, 0, 0x80, 1, 0, 3, 5, 0})
+	f.Add([]byte{0, 0x40, 0, 0x80, 1, 0, 0, 1, 0, 3, 5, 0, 5, 0})
+	f.Add([]byte{0, 0x40, 0, 0x80, 0, 0, 3, 0, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{1, 0x40, 0, 0x80, 0, 0, 0x21, 0, 0, 0x22, 0, 1, 0x23, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0x40, 0, 0x80, 0, 0, 0x20, 0, 0, 0x20, 0, 0, 0x20, 4, 1, 7, 1, 5, 0})
+	f.Add([]byte{0x41, 0x40, 0, 0x80, 1, 0, 0, 6, 0, 1, 3, 0, 5, 0})
+	f.Add([]byte{0x41, 0x40, 0, 0x80, 0, 1, 0, 1, 0, 0, 6, 1, 1, 3, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0xc0, 2, 0x80, 0, 0, 0x20, 0, 0, 0x20, 0, 0, 0x23, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x80, 0x40, 0, 0x80, 3, 0, 3, 1, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -552,7 +571,7 @@ func (r *fuzzRun) submit(kind string) string {
 		}
 	}
 	what := r.arrive(ft)
-	ft.mustQueue = ft.park != 0 || len(ft.qs) > 1 || !r.mayRun(ft)
+	ft.mustQueue = mustQueue(r, ft)
 	return fmt.Sprintf("%s %d on %v behavior %d%s", kind, ft.id, ft.keys, ft.behavior, what)
 }
 
@@ -713,7 +732,7 @@ func (r *fuzzRun) nestCall() string {
 		return fmt.Sprintf("task %d: %s %d on %v refused", o.id, in.kind, in.id, in.keys)
 	}
 	what := r.arriveKey(in)
-	in.mustQueue = in.park != 0 || len(in.qs) > 1 || !r.mayRun(in)
+	in.mustQueue = mustQueue(r, in)
 	return fmt.Sprintf("task %d: %s %d on %v behavior %d%s", o.id, in.kind, in.id, in.keys, in.behavior, what)
 }
 
@@ -940,6 +959,15 @@ func (r *fuzzRun) release(ft *fuzzTask) {
 		r.want.Completed++
 		r.end(o, o.exited())
 	}
+}
+
+// mustQueue reports whether ft, which has just arrived, can never run on
+// its caller's goroutine: it is a DoMany on more than one mailbox, it waits
+// for key room (it is then queued when admitted), or it was queued behind a
+// task it may not run beside. A call that waits for global room enters
+// like any other once it has it, and may then run inline.
+func mustQueue(r *fuzzRun, ft *fuzzTask) bool {
+	return len(ft.qs) > 1 || ft.park == parkKey || (ft.park == 0 && !r.mayRun(ft))
 }
 
 // inline reports whether ft's fn ran on the goroutine that made its call.
