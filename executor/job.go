@@ -210,3 +210,35 @@ var (
 	_ work[int] = (*job[int])(nil)
 	_ work[int] = (*asyncJob[int])(nil)
 )
+
+// newJob takes a job from the pool for a synchronous call of fn with ctx
+// and binds it to c, the call's fresh task context (which names its keys).
+func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
+	return e.bind(e.jobs.Get().(*job[K]), ctx, fn, c)
+}
+
+// bind makes j a call of fn with ctx, run with the task context c.
+func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
+	c.parent, c.e = ctx, e
+	j.fn, j.ctx = fn, c
+	return j
+}
+
+// recycle puts a settled synchronous job back in the pool, unless
+// something may still refer to it (see job): only a job that ran, not while
+// Close may be giving up, and not in striped mode, where HotKeys names a
+// stripe after the next task of a running batch (Executor.nameOf).
+func (e *Executor[K]) recycle(j *job[K]) {
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() {
+		return
+	}
+	e.reuse(j)
+}
+
+// reuse puts a synchronous job nothing refers to back in the pool. It drops
+// what the caller gave; everything else is set again before it is read (see
+// newJob, Task.Init and Run, which always writes err).
+func (e *Executor[K]) reuse(j *job[K]) {
+	j.fn, j.ctx, j.err = nil, nil, nil
+	e.jobs.Put(j)
+}

@@ -244,6 +244,6 @@ func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Turn) (func(), e
 	if e.queuedBehindCaller(ctx, t) {
 		return nil, errWaitsOnCaller
 	}
-	lent := e.lend(outer)
-	return func() { e.unlend(outer, lent) }, nil
+	lent := outer.lend(e.runner)
+	return func() { outer.unlend(e.runner, lent) }, nil
 }

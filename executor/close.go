@@ -1,0 +1,109 @@
+package executor
+
+import (
+	"context"
+	"time"
+
+	"github.com/alitto/pond/v2"
+	"github.com/perkey/perkey/internal/mailbox"
+	"go.uber.org/zap"
+)
+
+// Close stops the executor: new submissions fail with ErrClosed, every
+// accepted task runs, the workers of the pool the executor owns exit (a
+// pool given with WithPool is left running), and Close returns nil.
+//
+// If ctx ends first, Close gives up, as http.Server.Shutdown does: tasks
+// that have not started end with ErrClosed (their Wait or Do returns it),
+// running tasks see their ctx canceled, and Close returns ctx's error at
+// once, without waiting for a task that ignores its ctx. Such a task keeps
+// its goroutine until fn returns, and its key's mailbox until then; nothing
+// else is left, and a later Close returns nil once nothing runs.
+//
+// Close is idempotent and safe to call concurrently. Once a Close has
+// returned nil, no goroutine of the executor is left. Called from inside a
+// task, it returns ErrReentrant and closes nothing.
+func (e *Executor[K]) Close(ctx context.Context) error {
+	switch {
+	case e == nil:
+		return ErrNilExecutor
+	case ctx == nil:
+		return ErrNilContext
+	}
+	if e.innermost(ctx) != nil {
+		return ErrReentrant
+	}
+	if !e.closed.Swap(true) {
+		close(e.closing) // parked submitters leave with ErrClosed
+	}
+	if e.pending.Load() == 0 {
+		e.drain()
+	}
+	var err error
+	select {
+	case <-e.drained:
+	case <-ctx.Done():
+		select {
+		case <-e.drained:
+			// Drained as well (say, nothing was pending): nothing to give
+			// up, so the result does not depend on select's coin toss.
+		default:
+			err = ctx.Err()
+			e.stopWatch()
+			e.giveUp()
+			select {
+			case <-e.drained: // nothing was running: stop now
+			default:
+				return err // running tasks ignore their ctx: do not wait
+			}
+		}
+	}
+	if e.stopping.Swap(true) {
+		<-e.stopped // drained: no user code is left to run, so this is quick
+		return err
+	}
+	// Drained: every accepted task has settled. What is left are drive
+	// loops and pond workers on their way out, which take microseconds.
+	e.stopWatch()
+	e.dispatching.Wait()
+	e.runner.Wait()
+	if e.ownPool {
+		stopIdle(e.pool)
+	}
+	e.forceCancel()
+	e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
+		zap.Uint64("canceled", e.canceled.Load()))
+	e.detach()
+	close(e.stopped)
+	return err
+}
+
+// giveUp fails every task that has not started with ErrClosed and cancels
+// the contexts of running ones.
+func (e *Executor[K]) giveUp() {
+	e.forceCancel()
+	var queued []*mailbox.Turn
+	e.router.Each(func(_ K, m *mailbox.Mailbox) {
+		m.Each(func(t *mailbox.Turn) { queued = append(queued, t) })
+	})
+	for _, t := range queued {
+		// cancel also settles the task, so its Wait returns and the drain
+		// that Close waits for counts it. (A multi-key task queued in
+		// several mailboxes is listed once per mailbox; cancel is a no-op
+		// the second time.)
+		e.cancel(jobOf[K](t), ErrClosed)
+	}
+}
+
+func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
+
+// stopIdle waits for the pond workers of a pool the executor owns to exit.
+// Every drive loop has returned by now, so pond's queue is empty and each
+// worker exits as soon as it sees that. (pond's StopAndWait would do the
+// same, but it submits its stop to pond's global default pool, which ties
+// unrelated executors together and breaks testing/synctest bubbles.)
+func stopIdle(p pond.Pool) {
+	for p.RunningWorkers() > 0 {
+		time.Sleep(10 * time.Microsecond)
+	}
+}

@@ -1,0 +1,294 @@
+package executor
+
+import (
+	"context"
+	"runtime/debug"
+
+	"github.com/perkey/perkey/backpressure"
+	"go.uber.org/zap"
+)
+
+// Do runs fn holding key and returns fn's error. Tasks of one key run one
+// at a time, in the order their submissions were accepted; tasks of
+// different keys run in parallel, within WithWorkers.
+//
+// fn receives a context derived from ctx, canceled when ctx is and when a
+// giving-up Close cancels running tasks. If ctx ends before fn starts, fn
+// never runs and Do returns an error satisfying errors.Is(err, ctx.Err()),
+// giving the task's place back at once; once fn has started, Do waits for it.
+// A panic in fn is recovered and returned as a *PanicError.
+//
+// When the key is idle and a slot is free, fn runs on the caller's
+// goroutine; otherwise the caller waits while a pool worker runs it. A
+// rejected submission returns a *backpressure.BusyError (errors.Is ErrBusy).
+//
+// Called from inside a task with that task's ctx (or one derived from it),
+// Do is a nested call: on a key the task holds it returns ErrReentrant (or,
+// with WithReentrant, runs fn inline at once), and so it does behind a
+// DoMany that waits for a key the task holds; on any other key it lends the
+// task's execution slot while it waits, so nesting never deadlocks the
+// bounded pool. Two tasks that wait on each other's keys form a cycle no
+// executor can break: take both keys with DoMany instead.
+func (e *Executor[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
+	return e.doOne(ctx, key, fn, false)
+}
+
+// DoShared runs fn holding key in shared mode, like a read lock: shared
+// tasks that are next to each other in the key's queue run together, and a
+// shared task joins a running shared group when nothing exclusive is queued
+// ahead of it. An exclusive task (Do, Submit, DoMany) waits for the shared
+// group before it and holds back the shared tasks after it, so neither
+// readers nor writers starve. Everything else is as for Do.
+func (e *Executor[K]) DoShared(ctx context.Context, key K, fn func(context.Context) error) error {
+	return e.doOne(ctx, key, fn, true)
+}
+
+func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
+	if err := e.check(ctx, fn); err != nil {
+		return err
+	}
+	if err := e.validate(key); err != nil {
+		return err
+	}
+	return e.doValid(ctx, key, fn, shared)
+}
+
+// doValid is doOne for a key already validated.
+func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
+	outer := e.innermost(ctx)
+	if outer != nil && e.held(ctx, key) {
+		if e.cfg.reentrant {
+			return e.inline(ctx, fn, zap.Any("key", key))
+		}
+		return ErrReentrant
+	}
+	c := &taskCtx[K]{key: key}
+	j := e.newJob(ctx, fn, c)
+	j.turn.Init(j, shared)
+	p, err := e.enter(ctx, j, outer, true)
+	switch {
+	case err != nil:
+		e.reuse(j) // never accepted: nothing refers to it
+		return err
+	case p == ranInline:
+		// Nothing else ever saw j (it was in no queue): reuse it even
+		// while Close may be giving up, or in striped mode.
+		err := j.err
+		e.reuse(j)
+		return err
+	}
+	return e.wait(ctx, j, outer, p == queuedLent)
+}
+
+// placement is how enter placed an accepted job.
+type placement uint8
+
+const (
+	// queued: in its key's queue; the caller waits for it (Do) or
+	// watches its ctx (Submit).
+	queued placement = iota
+	// ranInline: it ran on the caller's goroutine and has settled; the
+	// caller reads j.err.
+	ranInline
+	// queuedLent: queued after waiting for room, with the calling task's
+	// slot still lent; the caller takes it back (unlend) once it waits for
+	// the job or watches its ctx.
+	queuedLent
+)
+
+// enter admits a single-key job and queues it, or, if inline is allowed,
+// the key is idle and a slot is free, runs it on the caller's goroutine (and
+// reports ranInline). An error means the job was never accepted.
+//
+// The inline run is the fast path of an uncontended Do: the caller would
+// block anyway, so it runs fn itself instead of paying a hand-off. It obeys
+// every rule a pooled run does: it takes an execution slot (its own task's,
+// if it is a nested call, else a free one), it holds the mailbox like a
+// drive loop would (so later submissions queue behind it in FIFO order), and
+// it goes through Run for ctx, panics and Stats.
+//
+// A nested call that waited for room lends its task's slot (see park) and
+// is admitted with it still lent (queuedLent): the caller must unlend once
+// it has made sure the task ends if ctx does (wait does, and Submit once it
+// watches ctx). Taking the slot back first would leave the queued task
+// deaf to ctx for as long as every slot is busy.
+func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
+	if err := e.reserve(ctx); err != nil {
+		return queued, err
+	}
+	key := j.ctx.key
+	m := e.router.Acquire(key)
+	if outer != nil && e.waitsOnCaller(ctx, m) {
+		m.Release()
+		e.unreserve()
+		return queued, errWaitsOnCaller
+	}
+	v, err := e.askKey(m, key)
+	switch v {
+	case backpressure.Reject:
+		m.Release()
+		e.unreserve()
+		return queued, e.reject(err)
+	case backpressure.Wait:
+		if outer == nil {
+			outer = e.innermost(ctx) // a Submit passes none
+		}
+		if outer != nil && e.held(ctx, key) {
+			// A nested Submit on a key its task holds: the room it would
+			// wait for is given back only once that task ends.
+			be := e.keyBusy(m, key)
+			m.Release()
+			e.unreserve()
+			return queued, e.reject(be)
+		}
+		if j.done == nil {
+			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
+		}
+		m.Park(j.turn.Entry())
+		m.Release()
+		if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {
+			return queued, err
+		}
+		return queuedLent, nil
+	}
+	if inline && m.CanHold(j.turn.Shared()) {
+		if slot := outer.takeSlot(e.runner); slot != noSlot {
+			m.Hold(&j.turn)
+			e.countAccepted(j)
+			m.Release()
+			e.observeAccepted()
+			e.runInline(j, outer, slot)
+			return ranInline, nil
+		}
+	}
+	e.countAccepted(j)
+	dispatch := m.Enqueue(j.turn.Entry())
+	if dispatch {
+		e.dispatching.Add(1) // under m's lock: before j can settle
+	}
+	m.Release()
+	e.observeAccepted()
+	if dispatch {
+		m.Dispatch()
+		e.dispatching.Done()
+	}
+	return queued, nil
+}
+
+// runInline runs j, held inline (see enter), with slot s, then gives back
+// its hold, the slot and its reservation: the caller reads j.err and reuses
+// j. They are given back in a deferred call, so that a fn that calls
+// runtime.Goexit leaves nothing behind either: the caller's goroutine then
+// exits (as Goexit requires) and j is left to the GC.
+func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
+	defer func() {
+		j.turn.Vacate()
+		outer.giveSlot(e.runner, s)
+		e.unreserve()
+	}()
+	j.Run()
+}
+
+// inline runs the fn of a nested call on keys its task already holds
+// (WithReentrant) at once, on the caller's goroutine. A panic is recovered
+// into a *PanicError and logged with the key, as for any other run, so it
+// never unwinds through the task that made the call. The call is part of
+// that task and has no Stats of its own.
+func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			err = pe
+			e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+		}
+	}()
+	return fn(ctx)
+}
+
+// Submit queues fn on key and returns at once; the returned Task reports
+// its end. Ordering, ctx and panics are as for Do: a Task whose ctx ends
+// before it starts gives its place back at once and never runs.
+//
+// Submitted from inside a task with the task's ctx, the new task inherits
+// the task's marks while that task runs (Wait on it from there returns
+// ErrReentrant if it waits on a key the task holds); detached work should
+// use a fresh ctx. A Wait from inside a task never waits for a submission
+// queued behind a DoMany that waits for the waiting task: see Task.Wait.
+func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
+	a, err := e.submit(ctx, key, fn, false)
+	if err != nil {
+		return nil, err
+	}
+	return &a.task, nil
+}
+
+// Go queues fn on key and returns at once, like Submit, but gives the caller
+// nothing to wait on: fn's error, its panic (a *PanicError) or why it never
+// ran goes to the error handler (see WithErrorHandler; by default it is
+// logged at error level with the key). Admission, caps, policies, order,
+// ctx and the nesting rules are those of Submit, and so are Stats. Use it for
+// work whose outcome the caller would only log.
+func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
+	_, err := e.submit(ctx, key, fn, true)
+	return err
+}
+
+// submit queues an asynchronous task (Submit, Go); unread says that no
+// caller will read its result (Go).
+func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context) error, unread bool) (*asyncJob[K], error) {
+	if err := e.check(ctx, fn); err != nil {
+		return nil, err
+	}
+	if err := e.validate(key); err != nil {
+		return nil, err
+	}
+	a := &asyncJob[K]{}
+	a.job.unread = unread
+	a.ctx.key = key
+	j := e.bind(&a.job, ctx, fn, &a.ctx)
+	a.task.call = a
+	a.watched = ctx.Done() != nil
+	j.turn.Init(a, false)
+	p, err := e.enter(ctx, j, nil, false)
+	if err != nil {
+		return nil, err
+	}
+	if a.watched {
+		e.watch(ctx, a)
+	}
+	if p == queuedLent {
+		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on
+	}
+	return a, nil
+}
+
+// wait blocks until the synchronous job j ends; if ctx ends first and j has
+// not started, j is withdrawn at once. It recycles j. A nested call lends
+// its task's slot meanwhile, unless it already has (lent, see enter).
+func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], lent bool) error {
+	if !lent {
+		lent = outer.lend(e.runner)
+	}
+	if done := ctx.Done(); done == nil {
+		<-j.done // ctx never ends: a plain receive is cheaper than a select
+	} else {
+		select {
+		case <-j.done:
+		case <-done:
+			e.cancel(j, ctx.Err())
+			<-j.done
+		}
+	}
+	outer.unlend(e.runner, lent)
+	err := j.err
+	e.recycle(j)
+	return err
+}
+
+// watch gives an async task's place back as soon as its ctx ends.
+func (e *Executor[K]) watch(ctx context.Context, a *asyncJob[K]) {
+	a.stop = context.AfterFunc(ctx, func() { e.cancel(&a.job, ctx.Err()) })
+	if !a.af.CompareAndSwap(0, 1) {
+		a.stop() // the task already ended
+	}
+}

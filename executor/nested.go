@@ -1,0 +1,131 @@
+package executor
+
+import (
+	"context"
+
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// innermost returns the innermost running task of e marked in ctx.
+func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
+	for {
+		m, _ := ctx.Value(markKey{}).(marker)
+		if m == nil {
+			return nil
+		}
+		if c, ok := m.(*taskCtx[K]); ok && c.e == e {
+			return c
+		}
+		ctx = m.callerCtx()
+	}
+}
+
+// held reports whether a running task of e marked in ctx holds key.
+func (e *Executor[K]) held(ctx context.Context, key K) bool {
+	for {
+		m, _ := ctx.Value(markKey{}).(marker)
+		if m == nil {
+			return false
+		}
+		if c, ok := m.(*taskCtx[K]); ok && c.e == e && c.holds(key) {
+			return true
+		}
+		ctx = m.callerCtx()
+	}
+}
+
+// waitsOnCaller reports whether a blocking nested call made with ctx, if
+// queued on m now (locked), would wait behind a multi-key task that needs a
+// key the calling task, or one it is nested in, holds. That task cannot run
+// before the caller returns, nor the call before that task (a DoMany holds
+// each key it reaches the head of while it waits for the others): a cycle
+// that would last until the call's ctx ends. Every task ahead of the call
+// is in m's queue or holds m, and none that arrives later gets ahead of it.
+// Only the nested caller's own chain is searched: cycles through other
+// tasks' nested calls stay the caller's to avoid (see the package doc).
+//
+// It walks the key's queue under its lock, only where a multi-key task may
+// be queued (see mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
+func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
+	found := false
+	m.EachManyAhead(nil, func(t *mailbox.Turn) { found = found || e.needsHeld(ctx, t) })
+	return found
+}
+
+// queuedBehindCaller is waitsOnCaller for a Wait made with ctx on t, a
+// submission already queued: whether a multi-key task holding t's mailbox or
+// queued ahead of t needs a key the waiting task holds.
+func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Turn) bool {
+	found := false
+	t.EachManyAhead(func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) })
+	return found
+}
+
+// needsHeld reports whether t, a task in a queue or holding a mailbox (so
+// not recycled), is a multi-key task that needs a key held by the task
+// marked in ctx or by one it is nested in.
+func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
+	for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
+		if e.held(ctx, k) {
+			return true
+		}
+	}
+	return false
+}
+
+// A task blocked in a nested call lends its execution slot to the work it
+// waits for, so nesting never exhausts the pool (contract item 3). The
+// methods below are that lending, on the calling task's context (outer);
+// a nil outer is a call from outside any task, which has no slot to lend.
+// outer.lent counts the nested calls that borrowed the slot; only the one
+// that moves it from 0 to 1 owns it.
+
+// slot says where an inline run's execution slot came from.
+type slot uint8
+
+const (
+	noSlot    slot = iota
+	ownSlot        // acquired from the runner
+	outerSlot      // borrowed from the task this nested call runs in
+)
+
+// takeSlot finds a slot for an inline run: the calling task's own (it is
+// blocked in this call), else a free one.
+func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {
+	if outer != nil && outer.lent.CompareAndSwap(0, 1) {
+		return outerSlot
+	}
+	if r.TryAcquire() {
+		return ownSlot
+	}
+	return noSlot
+}
+
+// giveSlot gives back what takeSlot took.
+func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
+	switch s {
+	case outerSlot:
+		outer.lent.Store(0)
+	case ownSlot:
+		r.Release()
+	}
+}
+
+// lend gives the calling task's slot to other work while a nested call
+// waits. It reports whether it did.
+func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
+	if outer == nil || !outer.lent.CompareAndSwap(0, 1) {
+		return false
+	}
+	r.Release()
+	return true
+}
+
+// unlend takes the slot back for the calling task after a nested wait, if
+// lend lent it; it may wait for a free slot behind the work already ready.
+func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
+	if lent {
+		r.Acquire()
+		outer.lent.Store(0)
+	}
+}
