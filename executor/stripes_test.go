@@ -2,12 +2,14 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -160,6 +162,47 @@ func TestStripesHotKeysNames(t *testing.T) {
 	gate <- struct{}{}
 	if err := <-many; err != nil {
 		t.Errorf("DoMany = %v; want nil", err)
+	}
+	waitIdle(t, e)
+}
+
+// TestStripesCapsAndCounts: in striped mode keys on one stripe share the
+// per-key cap, ActiveKeys counts busy stripes and HotKeys names each busy
+// stripe by one of its pending keys.
+func TestStripesCapsAndCounts(t *testing.T) {
+	e := newExec[string](t, executor.WithStripes(1), executor.WithWorkers(4), executor.WithMaxQueuePerKey(3))
+	g, _ := block(t, e, "a")
+	var tasks []*executor.Task
+	for _, k := range []string{"b", "c"} {
+		task, err := e.Submit(context.Background(), k, nop)
+		if err != nil {
+			t.Fatalf("Submit %s: got %v; want nil", k, err)
+		}
+		tasks = append(tasks, task)
+	}
+	var be *backpressure.BusyError
+	if _, err := e.Submit(context.Background(), "d", nop); !errors.As(err, &be) || be.Pending != 3 || be.Limit != 3 {
+		t.Errorf("Submit on a full stripe: got %v; want a *BusyError with Pending 3, Limit 3", err)
+	}
+	if got := e.ActiveKeys(); got != 1 {
+		t.Errorf("ActiveKeys: got %d; want 1 (one busy stripe)", got)
+	}
+	t.Run("HotKeys names a pending key", func(t *testing.T) {
+		hot := e.HotKeys(5)
+		if len(hot) != 1 || hot[0].Pending != 3 {
+			t.Fatalf("HotKeys: got %v; want one stripe with 3 pending", hot)
+		}
+		// A rejected submission ("d") must not name the stripe (it once
+		// did: the router recorded every key that touched the stripe).
+		if k := hot[0].Key; k != "a" && k != "b" && k != "c" {
+			t.Errorf("HotKeys: stripe named by %q; want a key pending on it (a, b or c)", k)
+		}
+	})
+	g.open()
+	for _, task := range tasks {
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait: got %v; want nil", err)
+		}
 	}
 	waitIdle(t, e)
 }

@@ -1,0 +1,263 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/perkey/perkey/executor"
+)
+
+// caller is one way of submitting a task and waiting for it.
+type caller struct {
+	name string
+	call func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error
+}
+
+var callers = []caller{
+	{"Do", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.Do(ctx, key, fn)
+	}},
+	{"DoShared", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.DoShared(ctx, key, fn)
+	}},
+	{"DoMany", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		return e.DoMany(ctx, []string{key, key + "'"}, fn)
+	}},
+	{"Submit+Wait", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		task, err := e.Submit(ctx, key, fn)
+		if err != nil {
+			return err
+		}
+		return task.Wait(context.Background())
+	}},
+	{"Call", func(e *executor.Executor[string], ctx context.Context, key string, fn func(context.Context) error) error {
+		_, err := executor.Call(ctx, e, key, func(ctx context.Context) (int, error) { return 7, fn(ctx) })
+		return err
+	}},
+}
+
+// TestContextQueuedCanceled: a task whose ctx ends while it is queued never
+// runs, its call returns ctx's error at once (while the key is still held),
+// and the key's next task does not wait for it.
+func TestContextQueuedCanceled(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(4))
+			g, _ := block(t, e, "k")
+			ctx, cancel := context.WithCancel(context.Background())
+			var ran atomic.Bool
+			done := make(chan error, 1)
+			go func() { done <- c.call(e, ctx, "k", func(context.Context) error { ran.Store(true); return nil }) }()
+			eventually(t, "the task to queue", func() bool { return e.Stats().Queued == 1 })
+			next, err := e.Submit(context.Background(), "k", nop)
+			if err != nil {
+				t.Fatalf("Submit next: got %v; want nil", err)
+			}
+			cancel()
+			// The blocker still holds "k": the call must return without it.
+			if err := recv(t, "the canceled call to return", done); !errors.Is(err, ctx.Err()) || !errors.Is(err, context.Canceled) {
+				t.Errorf("canceled call: got %v; want errors.Is(err, %v)", err, ctx.Err())
+			}
+			if s := e.Stats(); s.Canceled != 1 || s.Queued != 1 || !balanced(s) {
+				t.Errorf("Stats after the cancel: got %+v; want Canceled 1, Queued 1 (the next task), balanced", s)
+			}
+			g.open()
+			if err := next.Wait(context.Background()); err != nil {
+				t.Errorf("next task: got %v; want nil", err)
+			}
+			if ran.Load() {
+				t.Errorf("the canceled task ran; want it never to run")
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestContextGivesPlaceBack: a canceled queued task stops counting against
+// the per-key cap at once.
+func TestContextGivesPlaceBack(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(3))
+	g, _ := block(t, e, "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	a, err := e.Submit(ctx, "k", func(context.Context) error { t.Error("canceled task ran"); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := e.Submit(context.Background(), "k", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Submit(context.Background(), "k", nop); !errors.Is(err, executor.ErrBusy) {
+		t.Fatalf("Submit on a full key: got %v; want ErrBusy", err)
+	}
+	cancel()
+	<-a.Done()
+	if err := a.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+		t.Errorf("canceled task's Wait: got %v; want %v", err, context.Canceled)
+	}
+	if hot := e.HotKeys(1); len(hot) != 1 || hot[0].Pending != 2 {
+		t.Errorf("HotKeys after the cancel: got %v; want [{k 2}]", hot)
+	}
+	c, err := e.Submit(context.Background(), "k", nop)
+	if err != nil {
+		t.Errorf("Submit into the freed place: got %v; want nil", err)
+	}
+	g.open()
+	for _, task := range []*executor.Task{b, c} {
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait: got %v; want nil", err)
+		}
+	}
+	waitIdle(t, e)
+}
+
+// TestContextAlreadyEnded: a call whose ctx already ended is refused with
+// ctx's error and counts nowhere.
+func TestContextAlreadyEnded(t *testing.T) {
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	expired, cancel2 := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel2()
+	for _, ctx := range []context.Context{canceled, expired} {
+		for _, c := range callers {
+			t.Run(fmt.Sprintf("%s/%v", c.name, ctx.Err()), func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(2))
+				err := c.call(e, ctx, "k", func(context.Context) error { t.Error("fn ran"); return nil })
+				if !errors.Is(err, ctx.Err()) {
+					t.Errorf("got %v; want %v", err, ctx.Err())
+				}
+				if s := e.Stats(); s != (executor.Stats{}) {
+					t.Errorf("Stats: got %+v; want all zero", s)
+				}
+			})
+		}
+	}
+}
+
+type ctxKey struct{}
+
+// TestContextDerived: fn's ctx carries the caller's values and deadline and
+// is canceled with the caller's ctx.
+func TestContextDerived(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(2))
+			deadline := time.Now().Add(time.Hour)
+			parent, cancel := context.WithDeadline(context.WithValue(context.Background(), ctxKey{}, "v"), deadline)
+			defer cancel()
+			err := c.call(e, parent, "k", func(ctx context.Context) error {
+				if got := ctx.Value(ctxKey{}); got != "v" {
+					t.Errorf("ctx.Value: got %v; want v", got)
+				}
+				if got, ok := ctx.Deadline(); !ok || !got.Equal(deadline) {
+					t.Errorf("ctx.Deadline: got %v, %v; want %v, true", got, ok, deadline)
+				}
+				if err := ctx.Err(); err != nil {
+					t.Errorf("ctx.Err while running: got %v; want nil", err)
+				}
+				cancel()
+				select {
+				case <-ctx.Done():
+				case <-time.After(patience):
+					t.Fatalf("fn's ctx was not canceled with the caller's")
+				}
+				if err := ctx.Err(); !errors.Is(err, context.Canceled) {
+					t.Errorf("ctx.Err after the caller's cancel: got %v; want %v", err, context.Canceled)
+				}
+				return errTask
+			})
+			// Once fn has started, the call waits for it and returns its error.
+			if !errors.Is(err, errTask) {
+				t.Errorf("got %v; want fn's error %v", err, errTask)
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestContextWaitsForRunningFn: if ctx ends while fn runs, Do does not
+// return before fn does.
+func TestContextWaitsForRunningFn(t *testing.T) {
+	for _, c := range callers {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, err := executor.New[string](executor.WithWorkers(2))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				ctx, cancel := context.WithCancel(context.Background())
+				started, proceed := make(chan struct{}), make(chan struct{})
+				done := make(chan error, 1)
+				go func() {
+					done <- c.call(e, ctx, "k", func(ctx context.Context) error {
+						close(started)
+						<-ctx.Done()
+						<-proceed
+						return errTask
+					})
+				}()
+				<-started
+				cancel()
+				synctest.Wait()
+				select {
+				case err := <-done:
+					t.Fatalf("call returned %v while fn was still running; want it to wait", err)
+				default:
+				}
+				close(proceed)
+				if err := <-done; !errors.Is(err, errTask) {
+					t.Errorf("got %v; want fn's error %v", err, errTask)
+				}
+			})
+		})
+	}
+}
+
+// TestContextDeadline uses the fake clock: a task queued behind a busy key
+// with a 10 ms timeout gives up after exactly 10 ms.
+func TestContextDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		release := make(chan struct{})
+		if _, err := e.Submit(context.Background(), "k", func(context.Context) error { <-release; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err = e.Do(ctx, "k", func(context.Context) error { t.Error("fn ran"); return nil })
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Do: got %v; want %v", err, context.DeadlineExceeded)
+		}
+		if got := time.Since(start); got != 10*time.Millisecond {
+			t.Errorf("Do gave up after %v; want 10ms", got)
+		}
+		task, err := e.Submit(context.Background(), "k", nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A Wait whose own ctx ends returns ctx's error and leaves the task be.
+		wctx, wcancel := context.WithTimeout(context.Background(), 5*time.Millisecond)
+		defer wcancel()
+		if err := task.Wait(wctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Wait with an expiring ctx: got %v; want %v", err, context.DeadlineExceeded)
+		}
+		close(release)
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("Wait after the key freed: got %v; want nil (the task is unaffected by a waiter giving up)", err)
+		}
+		if s := e.Stats(); s.Canceled != 1 || s.Completed != 2 || !balanced(s) {
+			t.Errorf("Stats: got %+v; want Canceled 1, Completed 2, balanced", s)
+		}
+	})
+}
