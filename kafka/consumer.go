@@ -122,9 +122,8 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// Throughput 4: a key with a backlog gives its worker back after 4
 	// records in a row when other keys wait, so no busy key holds back
 	// other keys or partitions (and their commits) for long. 1 is fairest
-	// but lengthens long key chains (1,000-key benchmark ~1-2% slower);
-	// the executor's default, 32, lets a backlogged key hold a worker for
-	// 32 records.
+	// but lengthens long key chains; the executor's default, 32, lets a
+	// backlogged key hold a worker for 32 records.
 	eopts := []executor.Option{executor.WithWorkers(c.cfg.Workers), executor.WithLogger(c.cfg.Logger),
 		executor.WithThroughput(4)}
 	if c.cfg.Observer != nil {
