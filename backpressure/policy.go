@@ -60,6 +60,9 @@ type failFast struct{}
 // once with ErrBusy.
 func FailFast() Policy { return failFast{} }
 
+// String names the policy, for status pages.
+func (failFast) String() string { return "FailFast" }
+
 func (failFast) Decide(l Load) Verdict {
 	if l.Full() != 0 {
 		return Reject
@@ -94,6 +97,9 @@ type block struct{}
 // nested call on a held one could then wait for it forever.)
 func Block() Policy { return block{} }
 
+// String names the policy, for status pages.
+func (block) String() string { return "Block" }
+
 func (block) Decide(l Load) Verdict {
 	if l.Full() != 0 {
 		return Wait
@@ -118,6 +124,9 @@ type maxQueueDelay struct{ d time.Duration }
 // FIFO order (adaptive LIFO would break per-key order). d <= 0 is treated
 // as 1ns.
 func MaxQueueDelay(d time.Duration) Policy { return maxQueueDelay{d: max(d, 1)} }
+
+// String names the policy and its bound, for status pages.
+func (p maxQueueDelay) String() string { return "MaxQueueDelay(" + p.d.String() + ")" }
 
 func (p maxQueueDelay) Decide(l Load) Verdict {
 	if l.Full() != 0 || l.OldestWait > p.d {

@@ -204,6 +204,19 @@ func (e *Executor[K]) askNeedsAge(a backpressure.NeedsQueueAge) (yes bool) {
 	return a.NeedsQueueAge()
 }
 
+// policyName names a policy for Settings: its String(), contained, or its type.
+func policyName(p backpressure.Policy) (name string) {
+	defer func() {
+		if recover() != nil {
+			name = fmt.Sprintf("%T", p)
+		}
+	}()
+	if s, ok := p.(fmt.Stringer); ok {
+		return s.String()
+	}
+	return fmt.Sprintf("%T", p)
+}
+
 // policyError is the refusal of a submission whose Policy panicked.
 type policyError struct {
 	scope backpressure.Scope

@@ -25,6 +25,7 @@ type Executor[K comparable] struct {
 	limited  *zap.Logger // panics of callbacks other than fn, rate-limited
 	obs      Observer    // nil if none; contains the user's Observer's panics
 	keyCheck keyCheck    // what a key of type K is checked for (see validate)
+	created  time.Time   // when New ran (Settings)
 	needsAge bool        // the policy reads queue age
 	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
 
@@ -118,6 +119,32 @@ type KeyLoad[K comparable] struct {
 	OldestWait time.Duration
 }
 
+// Settings is what an executor was configured with, for status pages: the
+// values New settled on, defaults included.
+type Settings struct {
+	Workers        int
+	MaxQueuePerKey int // 0 = no cap
+	MaxPending     int // 0 = no cap
+	Throughput     int
+	Stripes        int    // 0 = dynamic mode
+	Policy         string // the policy's String(), or its type
+	Reentrant      bool
+	SlowTask       time.Duration // WithSlowTaskWarning; 0 = off
+	Ages           bool          // KeyLoad ages and OldestKeys are tracked
+	Started        time.Time     // when New returned
+}
+
+// Settings returns what e was configured with.
+func (e *Executor[K]) Settings() Settings {
+	if e == nil {
+		return Settings{}
+	}
+	c := e.cfg
+	return Settings{Workers: c.workers, MaxQueuePerKey: c.maxPerKey, MaxPending: c.maxPending,
+		Throughput: c.throughput, Stripes: c.stripes, Policy: policyName(c.policy), Reentrant: c.reentrant,
+		SlowTask: c.slow, Ages: e.ages, Started: e.created}
+}
+
 // New returns an executor configured by opts. A bad option value is an
 // error wrapping its description; New never panics.
 func New[K comparable](opts ...Option) (*Executor[K], error) {
@@ -132,6 +159,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	}
 	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
 		stopped: make(chan struct{})}
+	e.created = time.Now()
 	e.keyCheck = keyCheckOf[K]()
 	e.log = cfg.logger.WithOptions(zap.WrapCore(containCore)).Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
