@@ -3,7 +3,9 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
+	"time"
 
 	"github.com/alitto/pond/v2"
 	"go.uber.org/zap"
@@ -160,4 +162,19 @@ func TestBadArguments(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestSettings: Settings reports the values New settled on, defaults
+// included.
+func TestSettings(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(3), executor.WithMaxQueuePerKey(7),
+		executor.WithPolicy(backpressure.MaxQueueDelay(time.Second)), executor.WithSlowTaskWarning(time.Minute))
+	s := e.Settings()
+	if s.Workers != 3 || s.MaxQueuePerKey != 7 || s.MaxPending != 0 || s.Throughput != executor.DefaultThroughput ||
+		s.Policy != "MaxQueueDelay(1s)" || s.SlowTask != time.Minute || !s.Ages || s.Started.IsZero() {
+		t.Errorf("Settings: got %+v; want workers 3, key cap 7, no global cap, default throughput, MaxQueueDelay(1s), slow 1m, ages", s)
+	}
+	if p := newExec[int](t).Settings(); p.Policy != "FailFast" || p.Ages || p.Workers != max(runtime.GOMAXPROCS(0), executor.DefaultWorkers) {
+		t.Errorf("default Settings: got %+v; want FailFast, no ages, default workers", p)
+	}
 }
