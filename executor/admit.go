@@ -82,6 +82,21 @@ func (e *Executor[K]) unreserveBatch(n int) {
 // If j is admitted with the slot lent, park reports lent and leaves the
 // slot lent (see enter); otherwise it takes the slot back before returning.
 func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (lent bool, err error) {
+	var b *blocker[K]
+	if outer != nil {
+		// A nested call waiting for room waits for the key's queue to
+		// move: it takes part in deadlock detection like a queued one.
+		if b, err = e.block(ctx, &j.turn); err != nil {
+			if m.Unpark(j.turn.Entry()) {
+				e.unreserve()
+				return false, err // never accepted
+			}
+			<-j.done // admitted meanwhile: no longer waiting for room
+			e.observeAccepted()
+			return false, nil
+		}
+	}
+	defer e.unblock(b)
 	lent = outer.lend(e.runner)
 	select {
 	case <-j.done:

@@ -27,8 +27,9 @@ import (
 // with WithReentrant, runs fn inline at once), and so it does behind a
 // DoMany that waits for a key the task holds; on any other key it lends the
 // task's execution slot while it waits, so nesting never deadlocks the
-// bounded pool. Two tasks that wait on each other's keys form a cycle no
-// executor can break: take both keys with DoMany instead.
+// bounded pool. A nested Do that would wait in a cycle of tasks waiting for
+// each other's keys returns ErrDeadlock at once (see "Deadlocks" in the
+// package doc).
 func (e *Executor[K]) Do(ctx context.Context, key K, fn func(context.Context) error) error {
 	return e.doOne(ctx, key, fn, false)
 }
@@ -266,6 +267,19 @@ func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context
 // not started, j is withdrawn at once. It recycles j. A nested call lends
 // its task's slot meanwhile, unless it already has (lent, see enter).
 func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], lent bool) error {
+	var b *blocker[K]
+	if outer != nil {
+		var err error
+		if b, err = e.block(ctx, &j.turn); err != nil && e.cancel(j, err) {
+			// Withdrawn: the task's keys go to the others of the cycle
+			// once its caller returns.
+			<-j.done
+			outer.unlend(e.runner, lent)
+			return err
+		}
+		// (If it could not be withdrawn, it started meanwhile: it waits
+		// for nothing, and neither does this call.)
+	}
 	if !lent {
 		lent = outer.lend(e.runner)
 	}
@@ -280,6 +294,7 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 		}
 	}
 	outer.unlend(e.runner, lent)
+	e.unblock(b)
 	err := j.err
 	e.recycle(j)
 	return err

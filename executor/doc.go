@@ -14,10 +14,23 @@
 //		return debit(ctx, accountID, amount)
 //	})
 //
+// # Architecture
+//
 // The package owns the API, the options and their defaults, the task
-// lifecycle (accept, run, cancel, settle) and the counters. It asks package
-// backpressure whether to admit, package router which mailbox a key has, and
-// package mailbox to queue and run; it never schedules work itself.
+// lifecycle (accept, run, cancel, settle), the counters and every call into
+// user code. A submission flows one way: the executor checks the key, asks
+// the Policy (package backpressure) whether to admit, asks the router
+// (internal/router) for the key's mailbox, and hands the mailbox
+// (internal/mailbox) a turn to queue and run on the shared pond pool; the
+// result comes back through the task's done signal. Four calls go back up,
+// each because the lower layer must act on something only the upper one
+// knows: the mailbox runs and ends turns through the executor's Work (Run,
+// Settle, Promote); a drive loop reports a finished batch (RunnerOptions.Ran)
+// so the executor gives back its reservations in one step; a mailbox tells
+// the router it is idle (Owner.Retire) under the shard lock, which settles
+// the retire-versus-submit race; and the executor reads back the Work of
+// turns it finds queued (Close giving up, HotKeys in striped mode, the
+// deadlock check). See mailbox and router for their design.
 //
 // # Nested calls and contexts
 //
@@ -31,16 +44,31 @@
 // own task holds: at the WithMaxPending cap, or on a key the task holds (a
 // nested Submit), it is refused at once with ErrBusy, since that room comes
 // back only once the task returns. Work submitted with a task's ctx inherits
-// the marks while that task runs; detached work should use a fresh ctx. Two
-// tasks that wait on each other's keys form a cycle no executor can break:
-// take both keys with DoMany. A DoMany holds each of its keys from the
-// moment it reaches the head of that key's queue until it has all of them,
-// so a nested call that would wait behind a DoMany needing a key the calling
-// task holds (a task on a calling into b behind a DoMany on a and b) could
-// never go first: it returns ErrReentrant at once. Longer cycles, through
-// other tasks' nested calls, are not detected; a task that will need b is
-// best off taking it up front, with a, in one DoMany. Close called from
-// inside a task returns ErrReentrant.
+// the marks while that task runs; detached work should use a fresh ctx. A
+// DoMany holds each of its keys from the moment it reaches the head of that
+// key's queue until it has all of them, so a nested call that would wait
+// behind a DoMany needing a key the calling task holds (a task on a calling
+// into b behind a DoMany on a and b) could never go first: it returns
+// ErrReentrant at once. Close called from inside a task returns
+// ErrReentrant.
+//
+// # Deadlocks
+//
+// Tasks that call into each other's keys can wait in a cycle: a task on a
+// calls Do on b while the task on b calls Do on a, or a ring of any length,
+// through Do, DoShared, DoMany, Task.Wait, a DoMany holding one key while it
+// waits for another, or a wait for room under backpressure.Block. The nested
+// call that would close such a cycle returns ErrDeadlock at once (a Do,
+// DoShared or DoMany refused so never runs its fn and counts as canceled);
+// its task can then return, and the other tasks of the cycle go ahead. A
+// wait that closes no cycle (a chain a -> b -> c, a wait behind queued
+// tasks, a shared call joining shared holders) is never refused. The check
+// costs calls from outside tasks nothing; a nested call that waits pays one
+// lock and a walk of the waits it would join. What it cannot see: waits
+// outside this executor (a channel, a mutex, another executor), nested
+// calls made with a detached ctx (they are calls from outside any task),
+// and a DoMany polling for room under Block. A task that will need b is
+// still best off taking it up front, with a, in one DoMany.
 //
 // # Hostile callers
 //

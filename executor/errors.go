@@ -25,6 +25,13 @@ var (
 	// Executor.waitsOnCaller). It is ErrReentrant in effect: the call waits
 	// for its own task.
 	errWaitsOnCaller = fmt.Errorf("%w (through a DoMany queued on the key that waits for a key the task holds)", ErrReentrant)
+	// ErrDeadlock means a nested call (Do, DoShared, DoMany or Task.Wait made
+	// with a task's ctx) would wait in a cycle of tasks, each waiting for a
+	// key another of them holds or is queued ahead on: it is refused at once,
+	// and the other tasks of the cycle go ahead once the caller returns.
+	// A refused Do, DoShared or DoMany never runs its fn (it counts as
+	// canceled); a refused Wait leaves its Task as it was.
+	ErrDeadlock = errors.New("perkey: deadlock: the call would wait in a cycle of tasks waiting for each other's keys")
 	// ErrNilFunc means fn is nil.
 	ErrNilFunc = errors.New("perkey: nil func")
 	// ErrNoKeys means DoMany was given no keys.

@@ -70,7 +70,8 @@ type Executor[K comparable] struct {
 	// before it waits for the runner, so no loop starts after Close returns.
 	dispatching sync.WaitGroup
 
-	room      room // submissions waiting for executor-wide room
+	room      room     // submissions waiting for executor-wide room
+	waits     waits[K] // nested waits in progress (see deadlock.go)
 	drainOnce sync.Once
 
 	// The first Close to get past the drain stops the executor; the others

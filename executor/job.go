@@ -229,7 +229,9 @@ func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Conte
 // Close may be giving up, and not in striped mode, where HotKeys names a
 // stripe after the next task of a running batch (Executor.nameOf).
 func (e *Executor[K]) recycle(j *job[K]) {
-	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() {
+	// Multi-key jobs are never reused: a nested call's deadlock check may
+	// still hold one it met in a queue (see closesCycle).
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil {
 		return
 	}
 	e.reuse(j)

@@ -41,8 +41,9 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 // each key it reaches the head of while it waits for the others): a cycle
 // that would last until the call's ctx ends. Every task ahead of the call
 // is in m's queue or holds m, and none that arrives later gets ahead of it.
-// Only the nested caller's own chain is searched: cycles through other
-// tasks' nested calls stay the caller's to avoid (see the package doc).
+// It searches only the nested caller's own chain, before the call is
+// queued; cycles through other tasks' nested calls are found once it is
+// queued and about to wait (see deadlock.go).
 //
 // It walks the key's queue under its lock, only where a multi-key task may
 // be queued (see mailbox.Mailbox.EachManyAhead): only nested calls pay for it.

@@ -52,7 +52,9 @@ func (t *Task) Done() <-chan struct{} {
 // the task is unaffected. Called from inside a task whose ctx holds the
 // task's key, or while the task is queued behind a DoMany that waits for a
 // key the calling task holds, Wait returns ErrReentrant instead of
-// deadlocking. A nil Task gives ErrNilTask.
+// deadlocking; called from inside a task, it returns ErrDeadlock if the
+// wait would close a cycle of tasks waiting for each other's keys. In both
+// cases the task is unaffected. A nil Task gives ErrNilTask.
 func (t *Task) Wait(ctx context.Context) error {
 	if t == nil {
 		return ErrNilTask
@@ -116,7 +118,8 @@ type taskCtx[K comparable] struct {
 	// only the one that moves it from 0 to 1 owns the slot.
 	lent  atomic.Int32
 	ended atomic.Bool // fn returned (before that, only fn has the context)
-	inner atomic.Pointer[innerCtx]
+
+	inner   atomic.Pointer[innerCtx]
 }
 
 type innerCtx struct {
@@ -244,6 +247,10 @@ func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Turn) (func(), e
 	if e.queuedBehindCaller(ctx, t) {
 		return nil, errWaitsOnCaller
 	}
+	b, err := e.block(ctx, t)
+	if err != nil {
+		return nil, err
+	}
 	lent := outer.lend(e.runner)
-	return func() { outer.unlend(e.runner, lent) }, nil
+	return func() { outer.unlend(e.runner, lent); e.unblock(b) }, nil
 }

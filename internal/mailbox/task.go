@@ -261,5 +261,35 @@ func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	}
 }
 
+// EachWaitedMany calls f, with one mailbox locked at a time, for every
+// multi-key turn that t waits behind: in each mailbox where t is queued,
+// those holding it or queued ahead of t; where t is parked for room, those
+// holding it or queued at all. A mailbox that has granted t, or that t has
+// left, adds nothing. f must not lock a mailbox.
+func (t *Turn) EachWaitedMany(f func(o *Turn)) {
+	if t.many == nil {
+		t.one.eachWaitedMany(f)
+		return
+	}
+	for i := range *t.many {
+		(*t.many)[i].eachWaitedMany(f)
+	}
+}
+
+func (e *Entry) eachWaitedMany(f func(o *Turn)) {
+	m := e.m
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case e.queued:
+		m.EachManyAhead(e, f)
+	case e.parked:
+		m.EachManyAhead(nil, f)
+	}
+}
+
 // Work returns what the task runs.
 func (t *Turn) Work() Work { return t.work }

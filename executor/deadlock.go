@@ -1,0 +1,203 @@
+package executor
+
+import (
+	"context"
+	"sync"
+
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// Deadlock detection (contract item 20).
+//
+// Only a nested call, a task waiting with its own ctx, can take part in a
+// cycle: a call from outside any task holds no key. So the wait-for graph
+// needs only one moving part, the nested waits in progress (blockers), and
+// is searched at the moment a nested call would wait, as PostgreSQL and
+// InnoDB search theirs, but at once rather than after a timeout. The edges:
+//
+//   - a waiting turn (queued, or parked for room) waits for the tasks that
+//     hold one of its keys, and for every multi-key turn holding one of its
+//     mailboxes or queued ahead of it there (a DoMany holds each key it
+//     reaches the head of while it waits for the others);
+//   - a turn that runs waits for nothing, unless its task is itself blocked
+//     in a nested wait: then it waits for what that wait waits for;
+//   - a task that holds a key and is not blocked waits for nothing: it will
+//     return, and if it later blocks, that wait is checked in turn.
+//
+// Holders matter only when they are blocked (the others will return), and
+// every blocked holder is a blocker, filed under the keys its chain holds.
+// The search starts from the turn the new wait is on and fails when it
+// reaches a key the caller's own chain holds: the wait would close a cycle,
+// and is refused with ErrDeadlock. The checks and the filing are serialised
+// by one lock, so of two waits that close a cycle together the second sees
+// the first. Edges between turns only ever appear at a queue's tail, behind
+// every wait already filed, so a wait found acyclic stays acyclic until a
+// later wait joins it, and that one is checked.
+//
+// What it cannot see: waits outside the executor (a channel, another
+// executor, a mutex), and nested calls made with a detached ctx (they are
+// calls from outside any task). A DoMany polling for room under
+// backpressure.Block does not take part (it holds nothing while it polls).
+
+// waits is the set of nested waits in progress.
+type waits[K comparable] struct {
+	mu sync.Mutex
+	// byKey files each blocker under the keys its chain holds (in striped
+	// mode under their stripes); guarded by mu.
+	byKey map[any][]*blocker[K]
+	// of is the blocker each blocked task is in (the task, or one running
+	// inline inside it, waits); guarded by mu. A map rather than a field of
+	// taskCtx: only nested calls pay for it.
+	of map[*taskCtx[K]]*blocker[K]
+}
+
+// blocker is a nested wait in progress: a task (and the tasks it is nested
+// in on the same goroutine) blocked until on ends or is admitted.
+type blocker[K comparable] struct {
+	on     *mailbox.Turn
+	keys   []any         // where it is filed
+	marked []*taskCtx[K] // the task contexts whose blocked field is this blocker
+}
+
+// file is what a key is filed under: the key, or in striped mode its stripe.
+func (e *Executor[K]) file(k K) any {
+	if e.router.Striped() {
+		return e.router.Index(k)
+	}
+	return k
+}
+
+// block files a nested call made with ctx, about to wait for the turn on,
+// as a blocker, unless that wait would close a cycle: then it files nothing
+// and returns ErrDeadlock. The caller ends the wait with unblock.
+func (e *Executor[K]) block(ctx context.Context, on *mailbox.Turn) (*blocker[K], error) {
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// No multi-key turn is half enqueued while multiMu is held, so the
+	// mailboxes of every one the search meets are set.
+	e.multiMu.Lock()
+	cycle := e.closesCycle(ctx, on)
+	e.multiMu.Unlock()
+	if cycle {
+		return nil, ErrDeadlock
+	}
+	b := &blocker[K]{on: on}
+	if w.of == nil {
+		w.of = make(map[*taskCtx[K]]*blocker[K])
+	}
+	for c := range e.chain(ctx) {
+		if w.of[c] != nil {
+			break // blocked in a wait of its own, filed already
+		}
+		w.of[c] = b
+		b.marked = append(b.marked, c)
+		if c.multi == nil {
+			b.keys = append(b.keys, e.file(c.key))
+		}
+		for _, k := range c.keys() {
+			b.keys = append(b.keys, e.file(k))
+		}
+	}
+	if w.byKey == nil {
+		w.byKey = make(map[any][]*blocker[K])
+	}
+	for _, k := range b.keys {
+		w.byKey[k] = append(w.byKey[k], b)
+	}
+	return b, nil
+}
+
+// unblock ends a wait filed by block; nil is a no-op.
+func (e *Executor[K]) unblock(b *blocker[K]) {
+	if b == nil {
+		return
+	}
+	w := &e.waits
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range b.marked {
+		delete(w.of, c)
+	}
+	for _, k := range b.keys {
+		list := w.byKey[k]
+		for i, o := range list {
+			if o == b {
+				list[i] = list[len(list)-1]
+				list[len(list)-1] = nil
+				list = list[:len(list)-1]
+				break
+			}
+		}
+		if len(list) == 0 {
+			delete(w.byKey, k)
+		} else {
+			w.byKey[k] = list
+		}
+	}
+}
+
+// closesCycle reports whether a wait made with ctx on start would wait,
+// through the graph described above, for a key held by the caller's own
+// chain (with w.mu and multiMu held).
+func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool {
+	seen := make(map[*mailbox.Turn]struct{})
+	seenB := make(map[*blocker[K]]struct{})
+	work := []*mailbox.Turn{start}
+	follow := func(b *blocker[K]) {
+		if _, ok := seenB[b]; !ok {
+			seenB[b] = struct{}{}
+			work = append(work, b.on)
+		}
+	}
+	for len(work) > 0 {
+		t := work[len(work)-1]
+		work = work[:len(work)-1]
+		if _, ok := seen[t]; ok {
+			continue
+		}
+		seen[t] = struct{}{}
+		c := jobOf[K](t).ctx
+		switch t.State() {
+		case mailbox.Queued, mailbox.Staged:
+		case mailbox.Running:
+			if b := e.waits.of[c]; b != nil {
+				follow(b)
+			}
+			continue
+		default:
+			continue // granted (it runs as soon as a slot is free), or ended
+		}
+		keys := c.keys()
+		if c.multi == nil {
+			keys = []K{c.key}
+		}
+		for _, k := range keys {
+			if e.held(ctx, k) {
+				return true
+			}
+			for _, b := range e.waits.byKey[e.file(k)] {
+				follow(b)
+			}
+		}
+		t.EachWaitedMany(func(o *mailbox.Turn) { work = append(work, o) })
+	}
+	return false
+}
+
+// chain yields the running tasks of e marked in ctx, innermost first: the
+// caller's task and those it is nested in.
+func (e *Executor[K]) chain(ctx context.Context) func(yield func(*taskCtx[K]) bool) {
+	return func(yield func(*taskCtx[K]) bool) {
+		for {
+			m, _ := ctx.Value(markKey{}).(marker)
+			if m == nil {
+				return
+			}
+			if c, ok := m.(*taskCtx[K]); ok && c.e == e && !yield(c) {
+				return
+			}
+			ctx = m.callerCtx()
+		}
+	}
+}

@@ -1,0 +1,268 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// ring runs n tasks, task i holding key i; once all hold their keys, each
+// makes a nested call on key i+1 (mod n) with call. It returns how many of
+// the nested calls were refused with ErrDeadlock, failing the test on any
+// other error or if the tasks do not all end.
+func ring(t *testing.T, e *executor.Executor[string], n int, call func(ctx context.Context, i int, next string) error) int {
+	t.Helper()
+	var started sync.WaitGroup
+	started.Add(n)
+	barrier := make(chan struct{})
+	var refused atomic.Int64
+	tasks := make([]*executor.Task, n)
+	for i := range n {
+		key := fmt.Sprint("k", i)
+		next := fmt.Sprint("k", (i+1)%n)
+		task, err := e.Submit(context.Background(), key, func(ctx context.Context) error {
+			started.Done()
+			<-barrier
+			err := call(ctx, i, next)
+			if errors.Is(err, executor.ErrDeadlock) {
+				refused.Add(1)
+				return nil
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks[i] = task
+	}
+	started.Wait()
+	close(barrier)
+	for i, task := range tasks {
+		if _, err := attempt(t, fmt.Sprint("ring task ", i), func() error { return task.Wait(context.Background()) }); err != nil {
+			t.Errorf("ring of %d, task %d: got %v; want nil or ErrDeadlock from its nested call", n, i, err)
+		}
+	}
+	return int(refused.Load())
+}
+
+// TestDeadlockRings: rings of 2, 3 and 5 tasks calling into each other's
+// keys end with exactly one ErrDeadlock, and every other task goes ahead,
+// whether the workers are as many as the ring or more, in many rounds.
+func TestDeadlockRings(t *testing.T) {
+	rounds := 30
+	if testing.Short() || raceEnabled {
+		rounds = 10
+	}
+	for _, n := range []int{2, 3, 5} {
+		for _, workers := range []int{n, 2 * n} {
+			t.Run(fmt.Sprintf("ring=%d/workers=%d", n, workers), func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(workers))
+				for round := range rounds {
+					got := ring(t, e, n, func(ctx context.Context, _ int, next string) error {
+						return e.Do(ctx, next, nop)
+					})
+					if got != 1 {
+						t.Fatalf("round %d: %d of the ring's nested calls refused with ErrDeadlock; want exactly 1", round, got)
+					}
+				}
+				s := waitIdle(t, e)
+				if s.Canceled != uint64(rounds) {
+					t.Errorf("Stats.Canceled: got %d; want %d (each refused Do never ran)", s.Canceled, rounds)
+				}
+			})
+		}
+	}
+}
+
+// TestDeadlockKinds: cycles through every kind of nested wait.
+func TestDeadlockKinds(t *testing.T) {
+	tests := []struct {
+		name string
+		opts []executor.Option
+		call func(e *executor.Executor[string]) func(ctx context.Context, i int, next string) error
+	}{
+		{"DoShared", nil, func(e *executor.Executor[string]) func(context.Context, int, string) error {
+			return func(ctx context.Context, _ int, next string) error { return e.DoShared(ctx, next, nop) }
+		}},
+		{"DoMany", nil, func(e *executor.Executor[string]) func(context.Context, int, string) error {
+			return func(ctx context.Context, i int, next string) error {
+				return e.DoMany(ctx, []string{next, fmt.Sprint("free", i)}, nop)
+			}
+		}},
+		{"Submit+Wait", nil, func(e *executor.Executor[string]) func(context.Context, int, string) error {
+			return func(ctx context.Context, _ int, next string) error {
+				task, err := e.Submit(ctx, next, nop)
+				if err != nil {
+					return err
+				}
+				if err := task.Wait(ctx); errors.Is(err, executor.ErrDeadlock) {
+					return err
+				}
+				// The task waited for stays queued; it runs once the
+				// ring breaks. Wait for it from outside the ring.
+				return nil
+			}
+		}},
+		{"Block room", []executor.Option{executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block())},
+			func(e *executor.Executor[string]) func(context.Context, int, string) error {
+				return func(ctx context.Context, _ int, next string) error { return e.Do(ctx, next, nop) }
+			}},
+		{"stripes", []executor.Option{executor.WithStripes(1 << 16)}, func(e *executor.Executor[string]) func(context.Context, int, string) error {
+			return func(ctx context.Context, _ int, next string) error { return e.Do(ctx, next, nop) }
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newExec[string](t, tt.opts...)
+			for round := range 10 {
+				for _, n := range []int{2, 3} {
+					if got := ring(t, e, n, tt.call(e)); got != 1 {
+						t.Fatalf("round %d, ring of %d: %d refused with ErrDeadlock; want 1", round, n, got)
+					}
+				}
+			}
+			waitIdle(t, e)
+		})
+	}
+}
+
+// TestNoFalseDeadlock: waits that close no cycle are never refused: chains
+// (a waits for b, which waits for c), waits behind queued tasks, a shared
+// call joining a shared holder, and many tasks waiting on one busy key.
+func TestNoFalseDeadlock(t *testing.T) {
+	bg := context.Background()
+	t.Run("chain", func(t *testing.T) {
+		e := newExec[string](t, executor.WithWorkers(3))
+		for round := range 20 {
+			gate := make(chan struct{})
+			var started sync.WaitGroup
+			started.Add(3)
+			var tasks []*executor.Task
+			for i, k := range []string{"a", "b", "c"} {
+				next := []string{"b", "c", ""}[i]
+				task, _ := e.Submit(bg, k, func(ctx context.Context) error {
+					started.Done()
+					<-gate
+					if next == "" {
+						return nil
+					}
+					return e.Do(ctx, next, nop)
+				})
+				tasks = append(tasks, task)
+			}
+			started.Wait()
+			close(gate)
+			for _, task := range tasks {
+				if _, err := attempt(t, "chain", func() error { return task.Wait(bg) }); err != nil {
+					t.Fatalf("round %d: chain a->b->c: got %v; want nil", round, err)
+				}
+			}
+		}
+	})
+	t.Run("shared joins shared", func(t *testing.T) {
+		e := newExec[string](t)
+		gate := make(chan struct{})
+		var started sync.WaitGroup
+		started.Add(2)
+		a, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			started.Done()
+			<-gate
+			return e.DoShared(ctx, "y", nop)
+		})
+		done := make(chan error, 1)
+		go func() {
+			done <- e.DoShared(bg, "y", func(ctx context.Context) error {
+				started.Done()
+				<-gate
+				return e.DoShared(ctx, "x", nop) // x is held exclusively: waits, no cycle through a shared y
+			})
+		}()
+		started.Wait()
+		close(gate)
+		if _, err := attempt(t, "a", func() error { return a.Wait(bg) }); err != nil {
+			t.Errorf("task on x: got %v; want nil (its shared call joins y's shared group)", err)
+		}
+		if err := recv(t, "y", done); err != nil {
+			t.Errorf("shared task on y: got %v; want nil", err)
+		}
+	})
+	t.Run("many waiters", func(t *testing.T) {
+		e := newExec[string](t, executor.WithWorkers(4))
+		g, _ := block(t, e, "hot")
+		var tasks []*executor.Task
+		for i := range 20 {
+			task, _ := e.Submit(bg, fmt.Sprint("w", i), func(ctx context.Context) error { return e.Do(ctx, "hot", nop) })
+			tasks = append(tasks, task)
+		}
+		eventually(t, "the waiters to queue", func() bool { return e.Stats().Queued == 20 })
+		g.open()
+		for i, task := range tasks {
+			if _, err := attempt(t, "waiter", func() error { return task.Wait(bg) }); err != nil {
+				t.Errorf("waiter %d: got %v; want nil", i, err)
+			}
+		}
+	})
+}
+
+// TestDeadlockThroughDoMany: a DoMany from outside, holding one key while
+// it waits for another, is an edge of the graph: a task waiting behind it
+// and the task it waits for close a cycle.
+func TestDeadlockThroughDoMany(t *testing.T) {
+	bg := context.Background()
+	e := newExec[string](t, executor.WithWorkers(4))
+	gate := make(chan struct{})
+	bStarted := make(chan struct{})
+	// Task B holds b.
+	bTask, _ := e.Submit(bg, "b", func(ctx context.Context) error {
+		close(bStarted)
+		<-gate
+		return e.Do(ctx, "x", nop) // waits for A's key: A -> Q -> B -> A
+	})
+	<-bStarted
+	// Q, from outside, takes a at once and waits for b.
+	qDone := make(chan error, 1)
+	go func() { qDone <- e.DoMany(bg, []string{"a", "b"}, nop) }()
+	eventually(t, "Q to queue", func() bool { return e.Stats().Queued == 1 })
+	// Task A holds x and waits for a, behind Q.
+	aErr := make(chan error, 1)
+	aTask, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+		err := e.Do(ctx, "a", nop)
+		aErr <- err
+		return nil
+	})
+	eventually(t, "A's nested call to queue", func() bool { return e.Stats().Queued == 2 })
+	close(gate)
+	_, errB := attempt(t, "B", func() error { return bTask.Wait(bg) })
+	_, _ = attempt(t, "A", func() error { return aTask.Wait(bg) })
+	errA := recv(t, "A's nested call", aErr)
+	// Whichever of the two waits is checked second closes the cycle (A's
+	// may be queued before it is checked): exactly one is refused.
+	if errors.Is(errA, executor.ErrDeadlock) == errors.Is(errB, executor.ErrDeadlock) ||
+		(errA != nil && !errors.Is(errA, executor.ErrDeadlock)) || (errB != nil && !errors.Is(errB, executor.ErrDeadlock)) {
+		t.Errorf("A's call: %v, B's call: %v; want ErrDeadlock for exactly one, nil for the other", errA, errB)
+	}
+	if err := recv(t, "Q", qDone); err != nil {
+		t.Errorf("Q: got %v; want nil", err)
+	}
+	waitIdle(t, e)
+}
+
+// TestDeadlockOutsideCallsUnchecked: a call from outside any task is never
+// refused, however the keys are held.
+func TestDeadlockOutsideCallsUnchecked(t *testing.T) {
+	e := newExec[string](t)
+	g, _ := block(t, e, "a")
+	done := make(chan error, 1)
+	go func() { done <- e.Do(context.Background(), "a", nop) }()
+	eventually(t, "the call to queue", func() bool { return e.Stats().Queued == 1 })
+	g.open()
+	if err := recv(t, "Do", done); err != nil {
+		t.Errorf("outside Do: got %v; want nil", err)
+	}
+}
