@@ -122,6 +122,17 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x41, 0x40, 0, 0x80, 0, 1, 0, 1, 0, 0, 6, 1, 1, 3, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0xc0, 2, 0x80, 0, 0, 0x20, 0, 0, 0x20, 0, 0, 0x23, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x80, 0x40, 0, 0x80, 3, 0, 3, 1, 5, 0})
+	// More exiting: under Block a Do admitted from the global waiting room
+	// that runs inline and exits; under MaxQueueDelay a Submit that exits
+	// once its key's queue has aged; a Go whose nested Do exits inline on
+	// its worker, ending the Go with ErrGoexit; a task that exits after a
+	// giving-up Close doomed the one behind it; a shared group, both
+	// inline, whose first member exits.
+	f.Add([]byte{2, 0xc0, 0, 0x83, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 3, 5, 0, 5, 1})
+	f.Add([]byte{1, 0x40, 0x80, 0x80, 0, 0, 3, 0, 0, 0, 6, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x40, 0, 0x80, 0, 0, 0x20, 6, 0, 1, 3, 0, 5, 0})
+	f.Add([]byte{1, 0x40, 0, 0x80, 0, 0, 3, 0, 0, 0, 7, 1, 5, 0})
+	f.Add([]byte{2, 0x40, 0, 0x80, 2, 0, 3, 2, 0, 0, 5, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
