@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 
 	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/internal/mailbox"
 	"go.uber.org/zap"
 )
 
@@ -245,14 +246,27 @@ func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context
 	}
 	a := &asyncJob[K]{}
 	a.job.unread = unread
+	if err := e.enqueueAsync(ctx, key, fn, a, a, nil); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// enqueueAsync queues the asynchronous job a of fn on key; w is a's Work
+// (a, or a Batcher message around it) and g its batch group, if any.
+func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.Context) error,
+	a *asyncJob[K], w mailbox.Work, g *mailbox.Group) error {
 	a.ctx.key = key
 	j := e.bind(&a.job, ctx, fn, &a.ctx)
 	a.task.call = a
 	a.watched = ctx.Done() != nil
-	j.turn.Init(a, false)
+	j.turn.Init(w, false)
+	if g != nil {
+		j.turn.SetGroup(g)
+	}
 	p, err := e.enter(ctx, j, nil, false)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if a.watched {
 		e.watch(ctx, a)
@@ -260,7 +274,7 @@ func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context
 	if p == queuedLent {
 		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on
 	}
-	return a, nil
+	return nil
 }
 
 // wait blocks until the synchronous job j ends; if ctx ends first and j has

@@ -121,3 +121,27 @@ func ExampleExecutor_Submit() {
 	// step 1
 	// step 2
 }
+
+// A Batcher hands a key's queued messages to one call: here, the events of
+// one account reach the sink in bulk, in order, while a slow write holds the
+// key.
+func ExampleBatcher() {
+	e, _ := executor.New[string]()
+	defer e.Close(context.Background())
+	store, _ := executor.NewBatcher(e, func(ctx context.Context, account string, events []string) error {
+		fmt.Println(account, events) // one bulk write
+		return nil
+	})
+	release := make(chan struct{})
+	e.Go(context.Background(), "acct-1", func(context.Context) error { <-release; return nil })
+	var tasks []*executor.Task
+	for _, ev := range []string{"open", "deposit", "withdraw"} {
+		t, _ := store.Submit(context.Background(), "acct-1", ev)
+		tasks = append(tasks, t)
+	}
+	close(release)
+	for _, t := range tasks {
+		t.Wait(context.Background())
+	}
+	// Output: acct-1 [open deposit withdraw]
+}

@@ -37,6 +37,9 @@ type job[K comparable] struct {
 	// unread says that no caller reads err (Go): its failure goes to the
 	// error handler.
 	unread bool
+	// own says the job is part of a larger object (a Batcher's message)
+	// and never goes to the pool.
+	own bool
 
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
@@ -231,7 +234,7 @@ func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Conte
 func (e *Executor[K]) recycle(j *job[K]) {
 	// Multi-key jobs are never reused: a nested call's deadlock check may
 	// still hold one it met in a queue (see closesCycle).
-	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil {
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil || j.own {
 		return
 	}
 	e.reuse(j)

@@ -440,7 +440,8 @@ func (m *Mailbox) drive(budget int) *Turn {
 
 // runBatch runs a batch of the single-key exclusive tasks at the head of the
 // queue, up to budget, with m locked on entry and on return; it settles done
-// (a task of the caller's) once unlocked, and returns how many tasks it took.
+// (a task of the caller's) once unlocked, and returns how many tasks it took
+// (a run of one group, up to its Max, counts as one: see Group).
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
@@ -451,10 +452,19 @@ func (m *Mailbox) drive(budget int) *Turn {
 func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	first := m.queue.head
 	last, n := first, 0
-	for e := first; e != nil && n < budget && e.t.many == nil && !e.shared; e = e.next {
+	var g *Group // the group of the run being taken, if any
+	inRun := 0   // turns taken of that run
+	for e := first; e != nil && e.t.many == nil && !e.shared; e = e.next {
+		if eg := e.t.group; eg == nil || eg != g || inRun == eg.Max {
+			if n == budget {
+				break
+			}
+			n++ // a new unit: a turn, or the first of a group's run
+			g, inRun = eg, 0
+		}
+		inRun++
 		e.queued, e.batched = false, true
 		last = e
-		n++
 	}
 	m.queue.cut(last)
 	m.holder = &batchHold
@@ -475,9 +485,12 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 // and this goroutine's execution slot to a fresh drive loop, so the key
 // goes on in FIFO order and nothing is left driven.
 func (m *Mailbox) runFrom(e *Entry, ran int) {
-	var running *Entry // the entry whose task is in Run
+	var running *Entry  // the entry whose task is in Run
+	var grouped []*Turn // the turns of a group in Run, if any
+	var after *Entry    // the entry after that group's run
 	defer func() {
-		if running != nil {
+		switch {
+		case running != nil:
 			next := running.next // read before the task settles
 			m.finishRun(running.t)
 			m.r.takeOver(func() {
@@ -486,10 +499,51 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				m.endBatch()
 				m.mu.Unlock()
 			}, item{m: m})
+		case grouped != nil:
+			for _, t := range grouped {
+				m.finishRun(t)
+			}
+			n := len(grouped)
+			m.r.takeOver(func() {
+				m.runFrom(after, ran+n)
+				m.mu.Lock()
+				m.endBatch()
+				m.mu.Unlock()
+			}, item{m: m})
 		}
 	}()
 	track := m.r.opt.TrackOldest
+	var buf []*Turn
 	for e != nil {
+		if g := e.t.group; g != nil {
+			// A run of the group: the turns that win their start, up to
+			// Max entries, go to one Run.
+			buf = buf[:0]
+			f := e
+			for k := 0; f != nil && f.t.group == g && k < g.Max; k++ {
+				if f.t.state.CompareAndSwap(Queued, Running) {
+					buf = append(buf, f.t)
+				}
+				f = f.next
+			}
+			if len(buf) > 0 {
+				if track {
+					m.cursor.Store(f)
+				}
+				if m.r.opt.Clock != nil {
+					m.heldSince.Store(m.r.opt.Clock())
+				}
+				grouped, after = buf, f
+				g.Run(buf)
+				grouped = nil
+				for _, t := range buf {
+					m.finishRun(t)
+				}
+				ran += len(buf)
+			}
+			e = f
+			continue
+		}
 		next := e.next
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {

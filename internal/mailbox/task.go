@@ -83,7 +83,22 @@ type Turn struct {
 	one   Entry        // a single-key task's entry
 	many  *[]Entry     // for multi-key tasks; nil otherwise
 	work  Work
+	group *Group       // the batch group of a single-key exclusive turn, if any (see Group)
 	stamp atomic.Int64 // when the task was accepted, if the owner measures it
+}
+
+// Group makes consecutive queued turns of one key run as one batch: a drive
+// loop that reaches a turn of a group takes it and the turns right behind it
+// in the same group, up to Max, and runs them with one call to Run, as one
+// task of the key (it counts once against the drive loop's throughput). A
+// turn of another kind in between ends the batch. Run gets the turns that
+// won their start (each Running, holding the key, in queue order; those
+// canceled meanwhile are left out). Like Work.Run it must account for every
+// turn it gets and must not panic; it may not return if user code calls
+// runtime.Goexit, once every turn is accounted for.
+type Group struct {
+	Max int
+	Run func(ts []*Turn)
 }
 
 // Entry is a task's place in one mailbox.
@@ -110,6 +125,7 @@ func (t *Turn) Init(w Work, shared bool) {
 		t.need.Store(1)
 	}
 	t.many = nil
+	t.group = nil
 	t.one.queued, t.one.held, t.one.parked, t.one.batched = false, false, false, false
 	t.one.shared = shared
 	// A reused task keeps its work and entry owner; not writing them again
@@ -121,6 +137,10 @@ func (t *Turn) Init(w Work, shared bool) {
 		t.one.t = t
 	}
 }
+
+// SetGroup puts a single-key exclusive turn, just initialised, in batch
+// group g (see Group).
+func (t *Turn) SetGroup(g *Group) { t.group = g }
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
 // returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:

@@ -1,0 +1,314 @@
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// DefaultMaxBatch is how many messages a Batcher hands its BatchFunc at most,
+// unless WithMaxBatch says otherwise. At a hundred, the sinks batches are for
+// (a multi-row INSERT, an Elasticsearch bulk request, an HTTP call carrying
+// many events) have long amortised their per-call cost, while a batch that
+// fails and is retried by its callers stays small.
+const DefaultMaxBatch = 100
+
+// BatchFunc handles the consecutive queued messages of one key, in
+// submission order. It returns nil if every message succeeded, a
+// BatchErrors of len(msgs) to fail single messages, or any other error to
+// fail them all. ctx carries the values of the first message's ctx and marks
+// key as held (nested calls see it as Do's fn would); it is not canceled by
+// any one message's ctx, only when a giving-up Close cancels running tasks.
+type BatchFunc[K comparable, M any] func(ctx context.Context, key K, msgs []M) error
+
+// BatchErrors is what a BatchFunc returns to fail single messages: the i-th
+// error is message i's outcome (nil: it succeeded). Its length must be the
+// number of messages; if it is not, every message fails with an error
+// saying so.
+type BatchErrors []error
+
+// Error summarises the failures.
+func (b BatchErrors) Error() string {
+	n, first := 0, error(nil)
+	for _, err := range b {
+		if err != nil {
+			if n == 0 {
+				first = err
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("perkey: %d of %d messages failed; the first: %v", n, len(b), first)
+}
+
+// BatchOption configures a Batcher. A bad value makes NewBatcher return an
+// error.
+type BatchOption func(*batchConfig) error
+
+type batchConfig struct {
+	max int
+}
+
+// WithMaxBatch sets the most messages one BatchFunc call gets. n must be at
+// least 1; the default is DefaultMaxBatch (100).
+func WithMaxBatch(n int) BatchOption {
+	return func(c *batchConfig) error {
+		if n < 1 {
+			return optErr("WithMaxBatch(%d): need at least 1", n)
+		}
+		c.max = n
+		return nil
+	}
+}
+
+// Batcher hands a key's queued messages to one BatchFunc call (contract
+// item 19). Its messages are tasks of their key on the executor it runs on:
+// each counts as one pending task for WithMaxQueuePerKey, WithMaxPending,
+// the Policy, the Observer and Stats, and they keep their FIFO place among
+// the key's other tasks (Do, Submit, Go, DoShared, DoMany). When a key's
+// turn comes, the messages queued back to back at the head of its queue, up
+// to WithMaxBatch, go to one call, as one task of the key: no other task of
+// the key runs meanwhile, and another task queued between two messages
+// splits them into two batches. A message whose ctx ended before its batch
+// started is left out, and its Wait returns the ctx's error. Each message
+// ends with its own outcome (see BatchFunc); a panic in the BatchFunc fails
+// every message of the batch with the *PanicError and is logged once, and
+// the key goes on. A message submitted on an idle key with a free slot
+// (Do) may run alone at once, as Do's fn would.
+//
+// There is no linger: a batch holds what is queued when it starts, so a
+// lightly loaded key runs each message at once, and batches grow with the
+// backlog. All methods are safe for concurrent use.
+type Batcher[K comparable, M any] struct {
+	e     *Executor[K]
+	fn    BatchFunc[K, M]
+	group mailbox.Group
+}
+
+// ErrNilBatcher means a method was called on a nil *Batcher.
+var ErrNilBatcher = errors.New("perkey: nil batcher")
+
+// NewBatcher returns a Batcher that runs fn on e. A nil e or fn, or a bad
+// option, is an error.
+func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ...BatchOption) (*Batcher[K, M], error) {
+	switch {
+	case e == nil:
+		return nil, ErrNilExecutor
+	case fn == nil:
+		return nil, ErrNilFunc
+	}
+	cfg := batchConfig{max: DefaultMaxBatch}
+	for _, o := range opts {
+		if o == nil {
+			return nil, optErr("nil BatchOption")
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	b := &Batcher[K, M]{e: e, fn: fn}
+	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
+	return b, nil
+}
+
+// batchSubmit is a message submitted with Batcher.Submit: an asynchronous
+// job and its message, in one object.
+type batchSubmit[K comparable, M any] struct {
+	asyncJob[K]
+	msg M
+}
+
+// batchDo is a message submitted with Batcher.Do.
+type batchDo[K comparable, M any] struct {
+	job[K]
+	msg M
+}
+
+func (m *batchSubmit[K, M]) message() M { return m.msg }
+func (m *batchDo[K, M]) message() M     { return m.msg }
+
+type message[M any] interface{ message() M }
+
+// alone returns the fn that runs msg as a batch of one, as a task run
+// outside a drive loop's batch does (an inline Do).
+func (b *Batcher[K, M]) alone(key K, msg M) func(context.Context) error {
+	return func(ctx context.Context) error {
+		err := b.fn(ctx, key, []M{msg})
+		if errs, ok := err.(BatchErrors); ok {
+			if len(errs) != 1 {
+				return badBatchErrors(len(errs), 1)
+			}
+			return errs[0]
+		}
+		return err
+	}
+}
+
+func badBatchErrors(got, want int) error {
+	return fmt.Errorf("perkey: the BatchFunc returned BatchErrors of %d errors for %d messages", got, want)
+}
+
+// Submit queues msg on key and returns at once; the returned Task ends with
+// msg's own outcome. Admission, caps, ctx and the nesting rules are those of
+// Executor.Submit.
+func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error) {
+	if b == nil {
+		return nil, ErrNilBatcher
+	}
+	e := b.e
+	fn := b.alone(key, msg)
+	if err := e.check(ctx, fn); err != nil {
+		return nil, err
+	}
+	if err := e.validate(key); err != nil {
+		return nil, err
+	}
+	m := &batchSubmit[K, M]{msg: msg}
+	if err := e.enqueueAsync(ctx, key, fn, &m.asyncJob, m, &b.group); err != nil {
+		return nil, err
+	}
+	return &m.task, nil
+}
+
+// Do submits msg on key and waits for its outcome, as Executor.Do waits
+// for fn: it returns msg's own error (or the batch's), or why it never ran.
+// Called from inside a task on a key the task holds it returns ErrReentrant
+// (with WithReentrant it runs msg alone at once).
+func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
+	if b == nil {
+		return ErrNilBatcher
+	}
+	e := b.e
+	fn := b.alone(key, msg)
+	if err := e.check(ctx, fn); err != nil {
+		return err
+	}
+	if err := e.validate(key); err != nil {
+		return err
+	}
+	outer := e.innermost(ctx)
+	if outer != nil && e.held(ctx, key) {
+		if e.cfg.reentrant {
+			return e.inline(ctx, fn, zap.Any("key", key))
+		}
+		return ErrReentrant
+	}
+	m := &batchDo[K, M]{msg: msg}
+	m.own = true
+	m.done = make(chan struct{}, 1)
+	j := e.bind(&m.job, ctx, fn, &taskCtx[K]{key: key})
+	j.turn.Init(m, false)
+	j.turn.SetGroup(&b.group)
+	p, err := e.enter(ctx, j, outer, true)
+	switch {
+	case err != nil:
+		return err
+	case p == ranInline:
+		return j.err
+	}
+	return e.wait(ctx, j, outer, p == queuedLent)
+}
+
+// run is the group's Run: it hands the messages of ts, turns of one
+// mailbox's queue in order, to fn, one call per run of equal keys (in
+// striped mode, keys sharing a stripe may follow each other).
+func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
+	e := b.e
+	jobs := make([]*job[K], 0, len(ts))
+	msgs := make([]M, 0, len(ts))
+	for _, t := range ts {
+		j := jobOf[K](t)
+		if err := j.ctx.parent.Err(); err != nil {
+			e.abandon(j, err) // left out: its ctx ended before the batch started
+			continue
+		}
+		if e.force.Err() != nil {
+			e.abandon(j, ErrClosed)
+			continue
+		}
+		jobs = append(jobs, j)
+		msgs = append(msgs, t.Work().(message[M]).message())
+	}
+	done := false
+	defer func() {
+		if !done {
+			// fn called runtime.Goexit on an earlier key's messages (call
+			// ended them): the later ones never start.
+			for _, j := range jobs {
+				e.abandon(j, ErrGoexit)
+			}
+		}
+	}()
+	for len(jobs) > 0 {
+		n := 1
+		for n < len(jobs) && jobs[n].ctx.key == jobs[0].ctx.key {
+			n++
+		}
+		now, nowMsgs := jobs[:n], msgs[:n]
+		jobs, msgs = jobs[n:], msgs[n:]
+		b.call(now, nowMsgs)
+	}
+	done = true
+}
+
+// call runs fn on one key's messages and ends each of their jobs with its
+// outcome. A panic fails them all with the *PanicError; a runtime.Goexit
+// ends them all with ErrGoexit before the goroutine goes on exiting (see
+// job.call).
+func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
+	e := b.e
+	e.started.Add(uint64(len(jobs)))
+	var start time.Time
+	if e.obs != nil {
+		start = time.Now()
+		for _, j := range jobs {
+			e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.turn.Stamp()))
+		}
+	}
+	first := jobs[0].ctx
+	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), e: e}
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if v := recover(); v != nil {
+			pe := &PanicError{Value: v, Stack: debug.Stack()}
+			e.log.Error("task panicked", zap.Any("key", first.key), zap.Int("messages", len(jobs)),
+				zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			c.end()
+			for _, j := range jobs {
+				j.ran(pe, Panicked, start)
+			}
+			return
+		}
+		c.end()
+		for _, j := range jobs {
+			j.ran(ErrGoexit, Failed, start)
+		}
+	}()
+	err := b.fn(c, first.key, msgs)
+	returned = true
+	c.end()
+	errs, per := err.(BatchErrors)
+	if per && len(errs) != len(jobs) {
+		err, per = badBatchErrors(len(errs), len(jobs)), false
+	}
+	for i, j := range jobs {
+		jerr := err
+		if per {
+			jerr = errs[i]
+		}
+		outcome := OK
+		if jerr != nil {
+			outcome = Failed
+		}
+		j.ran(jerr, outcome, start)
+	}
+}
