@@ -111,7 +111,9 @@ func TestBatcherSplitAndOrder(t *testing.T) {
 	do, _ := e.Submit(bg, "k", func(context.Context) error { note("submit"); return nil })
 	sub(3)
 	many := make(chan error, 1)
-	go func() { many <- e.DoMany(bg, []string{"k", "other"}, func(context.Context) error { note("many"); return nil }) }()
+	go func() {
+		many <- e.DoMany(bg, []string{"k", "other"}, func(context.Context) error { note("many"); return nil })
+	}()
 	eventually(t, "the DoMany to queue", func() bool { return e.Stats().Queued == 5 })
 	sub(4)
 	sub(5)

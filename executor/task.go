@@ -119,7 +119,7 @@ type taskCtx[K comparable] struct {
 	lent  atomic.Int32
 	ended atomic.Bool // fn returned (before that, only fn has the context)
 
-	inner   atomic.Pointer[innerCtx]
+	inner atomic.Pointer[innerCtx]
 }
 
 type innerCtx struct {
