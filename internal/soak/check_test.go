@@ -118,6 +118,7 @@ func TestSettle(t *testing.T) {
 		{"exited, nil", goexit, true, context.Background(), func(*task) error { return nil }, WrongOutcome},
 		{"ran, ErrGoexit", quick, true, context.Background(), func(*task) error { return executor.ErrGoexit }, WrongOutcome},
 		{"never ran, ErrGoexit", goexit, false, context.Background(), func(*task) error { return executor.ErrGoexit }, WrongOutcome},
+		{"never ran, ErrDeadlock, not nested", quick, false, context.Background(), func(*task) error { return executor.ErrDeadlock }, WrongOutcome},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,7 +20,8 @@
 // (a Do, a Submit then a Wait, a DoShared or a DoMany on two keys), bounded
 // by a 5 ms timeout, and so on down a chain; the harness checks its result
 // like any other call's (ErrReentrant is right for a nested call behind a
-// DoMany that waits for one of the fn's keys), and the fn lends its slot
+// DoMany that waits for one of the fn's keys, ErrDeadlock for one that
+// would close a longer cycle of waits), and the fn lends its slot
 // while it waits (the workers bound is checked with that in mind). A
 // producer refused with ErrBusy pauses for up to 0.5 ms before its next
 // step, as a client backing off would. Every executor generation gets its own

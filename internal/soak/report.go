@@ -18,6 +18,7 @@ type Report struct {
 	Ops                  [numOps]int64 // producer steps by kind
 	Nested               int64         // nested calls made from inside fns
 	NestRefused          int64         // of those, refused: behind a DoMany waiting for their task
+	NestDeadlock         int64         // of those, refused: they would have closed a cycle of waits
 	Runs                 int64         // fns that ran
 	WaitP50, WaitP99     time.Duration // submission to fn start
 	WaitMax              time.Duration
@@ -80,7 +81,7 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	r.WaitMaxTask = h.slowestTask
 	h.slowMu.Unlock()
 	r.CloseP50, r.CloseMax = h.closeTime.quantile(0.50), time.Duration(h.closeTime.max.Load())
-	r.Nested, r.NestRefused = h.nested.Load(), h.nestRefused.Load()
+	r.Nested, r.NestRefused, r.NestDeadlock = h.nested.Load(), h.nestRefused.Load(), h.nestDeadlock.Load()
 	for i := range r.Ops {
 		r.Ops[i] = h.calls[i].Load()
 	}
@@ -143,7 +144,8 @@ func (r *Report) Print(w io.Writer) {
 		mix = append(mix, fmt.Sprintf("%s %.0f%%", op(o), 100*float64(n)/float64(max(ops, 1))))
 	}
 	row("  mix", "", strings.Join(mix, ", "))
-	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s, "+count(r.NestRefused)+" refused behind a DoMany")
+	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s, "+count(r.NestRefused)+" refused behind a DoMany, "+
+		count(r.NestDeadlock)+" as deadlocks")
 	row("  Go calls (fire and forget)", count(r.GoCalls), count(r.GoAccepted)+" accepted")
 	var handled int64
 	for _, n := range r.Handled {

@@ -104,6 +104,7 @@ type harness struct {
 	gates, gateVoid               atomic.Int64
 	calls                         [numOps]atomic.Int64
 	nested, nestRefused           atomic.Int64 // nested calls made from fns, and refused with ErrReentrant
+	nestDeadlock                  atomic.Int64 // nested calls (or their Waits) refused with ErrDeadlock
 	goexits, goexitRes            atomic.Int64 // fns that called runtime.Goexit; results that were ErrGoexit
 	callersGone, aside            atomic.Int64 // calls that never returned (their goroutine exited); calls made from a goroutine of their own
 	goCalls                       atomic.Int64 // Go calls, and of those:

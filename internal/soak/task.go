@@ -202,10 +202,11 @@ func (h *harness) act(ctx context.Context, t *task) error {
 // every key t holds, so nested calls alone never form a cycle: a Do,
 // DoShared or DoMany, or a Submit then a Wait on its Task. Behind a DoMany
 // that waits for one of t's keys the executor refuses a blocking call, or
-// the Wait, with ErrReentrant; longer cycles (through a DoMany that waits for
-// the key of a task in another nested call) it cannot see, so the call's
-// ctx ends after nestPatience and it gives its place back. While the call
-// waits t lends its execution slot, so t stops counting as running.
+// the Wait, with ErrReentrant; a longer cycle (through a DoMany that waits
+// for the key of a task in another nested call) it refuses with
+// ErrDeadlock. Whatever else makes the call wait long, its ctx ends after
+// nestPatience and it gives its place back. While the call waits t lends
+// its execution slot, so t stops counting as running.
 func (h *harness) nest(ctx context.Context, t *task) {
 	in := t.inner
 	ctx, cancel := context.WithTimeout(ctx, nestPatience)
@@ -245,9 +246,10 @@ func (h *harness) nest(ctx context.Context, t *task) {
 
 // submitWait is a nested Submit followed by a Wait with the same ctx. It
 // returns the task's own result: if the Wait ends first (ctx ended, or
-// ErrReentrant, counted as a refusal: the task stays queued), it waits for
-// the task to end. That is bounded: a task that started finishes, and one
-// still queued is withdrawn when ctx ends, nestPatience at most from now.
+// ErrReentrant or ErrDeadlock, counted as a refusal: the task stays
+// queued), it waits for the task to end. That is bounded: a task that
+// started finishes, and one still queued is withdrawn when ctx ends,
+// nestPatience at most from now.
 func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in *task,
 	fn func(context.Context) error) error {
 	tk, err := e.Submit(ctx, in.keys[0], fn)
@@ -257,6 +259,8 @@ func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in 
 	switch err = tk.Wait(ctx); {
 	case errors.Is(err, executor.ErrReentrant):
 		h.nestRefused.Add(1) // the task stays queued behind a DoMany
+	case errors.Is(err, executor.ErrDeadlock):
+		h.nestDeadlock.Add(1) // the Wait would close a cycle; the task stays queued
 	case ctx.Err() == nil || !errors.Is(err, ctx.Err()):
 		return err // the task ended: this is its result
 	}
@@ -339,6 +343,8 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 		h.closedRes.Add(1)
 	case t.nested && errors.Is(err, executor.ErrReentrant):
 		h.nestRefused.Add(1) // behind a DoMany that waits for its task
+	case t.nested && errors.Is(err, executor.ErrDeadlock):
+		h.nestDeadlock.Add(1) // it would have closed a cycle of waits
 
 	case t.ctx.Err() != nil && errors.Is(err, t.ctx.Err()):
 		h.ctxRes.Add(1)
