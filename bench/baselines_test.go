@@ -50,7 +50,8 @@ var peers = []impl{
 	{"mutexmap", func() keyed { return &mutexMap{m: make(map[string]*sync.Mutex)} }},
 	{"locker", func() keyed { return &mobyLocker{l: locker.New()} }},
 	{"keymutex", func() keyed { return &hashedMutex{km: keymutex.NewHashed(1024)} }},
-	{"actor", func() keyed { return &actors{m: make(map[string]*actor)} }},
+	{"actor", func() keyed { return newPlainActors() }},
+	{"actor-retiring", func() keyed { return &actors{m: make(map[string]*actor)} }},
 }
 
 // withPeers returns perkey (first, so benchstat -col /impl compares every
@@ -175,9 +176,116 @@ func (h *hashedMutex) Left() int     { return -1 }
 func (h *hashedMutex) Drained() bool { return true }
 func (h *hashedMutex) Close()        {}
 
+// plainActors is the actor most code bases have: one goroutine per key,
+// started before the work begins, reading a buffered channel of tasks; the
+// senders find it in a map that nothing writes once the work has begun, so
+// no lock is taken per task. It never retires: every key it has seen keeps
+// its goroutine and channel until Close.
+type plainActors struct {
+	inboxes map[string]chan actorMsg // written only by prestart
+	wg      sync.WaitGroup
+
+	mu    sync.Mutex // guards extra
+	extra map[string]chan actorMsg
+}
+
+// plainInbox is each plain actor's channel capacity.
+const plainInbox = 64
+
+func newPlainActors() *plainActors {
+	return &plainActors{inboxes: make(map[string]chan actorMsg), extra: make(map[string]chan actorMsg)}
+}
+
+// prestart starts an actor for each of keys; call it before any task.
+func (a *plainActors) prestart(keys []string) {
+	for _, k := range keys {
+		if a.inboxes[k] == nil {
+			a.inboxes[k] = a.start()
+		}
+	}
+}
+
+func (a *plainActors) start() chan actorMsg {
+	ch := make(chan actorMsg, plainInbox)
+	a.wg.Go(func() {
+		for msg := range ch {
+			err := msg.fn(msg.ctx)
+			if msg.reply != nil {
+				msg.reply <- err
+			}
+		}
+	})
+	return ch
+}
+
+// inbox returns key's channel: a prestarted one without a lock, else one
+// made on demand under the lock (outside the benchmarks' timed loops).
+func (a *plainActors) inbox(key string) chan actorMsg {
+	if ch := a.inboxes[key]; ch != nil {
+		return ch
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	ch := a.extra[key]
+	if ch == nil {
+		ch = a.start()
+		a.extra[key] = ch
+	}
+	return ch
+}
+
+func (a *plainActors) Do(ctx context.Context, key string, fn func(context.Context) error) error {
+	reply := make(chan error, 1)
+	a.inbox(key) <- actorMsg{ctx: ctx, fn: fn, reply: reply}
+	return <-reply
+}
+
+func (a *plainActors) Submit(ctx context.Context, key string, fn func(context.Context) error) error {
+	a.inbox(key) <- actorMsg{ctx: ctx, fn: fn}
+	return nil
+}
+
+func (a *plainActors) Left() int     { return len(a.inboxes) + len(a.extra) }
+func (a *plainActors) Drained() bool { return true }
+
+// Close stops every actor once its inbox is empty.
+func (a *plainActors) Close() {
+	for _, ch := range a.inboxes {
+		close(ch)
+	}
+	a.mu.Lock()
+	for _, ch := range a.extra {
+		close(ch)
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// prestarter is an implementation that starts per-key state before the work.
+type prestarter interface{ prestart(keys []string) }
+
+// perkeyGo is perkey whose Submit is Go: fire and forget, no Task.
+type perkeyGo struct{ perkey }
+
+func (p perkeyGo) Submit(ctx context.Context, key string, fn func(context.Context) error) error {
+	return p.e.Go(ctx, key, fn)
+}
+
+// perkeyGoImpl returns perkey fed by Go, with opts, as an impl.
+func perkeyGoImpl(name string, opts ...executor.Option) impl {
+	return impl{name, func() keyed {
+		e, err := executor.New[string](opts...)
+		if err != nil {
+			panic(err)
+		}
+		return perkeyGo{perkey{e}}
+	}}
+}
+
 // actors runs each key's tasks on a goroutine of its own, fed by a buffered
-// channel: the textbook actor per key. An actor starts on its key's first
-// task and exits when its key drains.
+// channel, and retires it when its key drains (impl=actor-retiring): an actor
+// starts on its key's first task and exits when its key drains. Its registry
+// is one map under one mutex, taken on every send and every completion.
 type actors struct {
 	mu sync.Mutex        // guards m and every actor's pending
 	m  map[string]*actor // live actors

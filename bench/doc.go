@@ -13,10 +13,18 @@
 //     mutexes that deletes a key's entry when its last holder unlocks.
 //   - impl=keymutex: k8s.io/utils/keymutex.NewHashed(1024), 1,024 fixed
 //     mutexes that keys hash onto (unrelated keys can contend).
-//   - impl=actor: a goroutine and a buffered channel (16 slots) per key,
-//     created on first use and retired when the key drains; the registry is
-//     one map under one sync.Mutex. Do sends the task and waits on a reply
-//     channel; Submit only sends.
+//   - impl=actor: the actor most code bases have: a goroutine and a
+//     buffered channel (64 slots) per key, started before the work and kept
+//     for good, found in a map nothing writes while the work runs (no lock
+//     per task). Do sends the task and waits on a reply channel; Submit only
+//     sends. It keeps a goroutine and its channel per key ever seen.
+//   - impl=actor-retiring: a goroutine and a buffered channel (16 slots) per
+//     key, created on first use and retired when the key drains, as perkey's
+//     mailboxes are; the registry is one map under one sync.Mutex, taken on
+//     every send and completion. The memory benchmarks use it: the plain
+//     actor never gives anything back.
+//   - impl=perkey-go: perkey fed by Go (fire and forget, no Task) where the
+//     others are fed by Submit.
 //
 // Lock-based peers run the task inline on the calling goroutine, so for them
 // Submit is the same as Do. Every task is trivial (it bumps a per-key counter,

@@ -69,7 +69,9 @@ func BenchmarkHotKey(b *testing.B) {
 // iteration is one task; tasks/s is the figure to compare.
 func BenchmarkSubmitThroughput(b *testing.B) {
 	for _, n := range []int{1, 16, 1024, 100_000} {
-		for _, im := range withPeers(cpuWorkers()) {
+		ims := withPeers(cpuWorkers())
+		ims = append(ims[:1], append([]impl{perkeyGoImpl("perkey-go", executor.WithWorkers(runtime.GOMAXPROCS(0)))}, ims[1:]...)...)
+		for _, im := range ims {
 			b.Run(fmt.Sprintf("keys=%d/impl=%s", n, im.name), func(b *testing.B) {
 				k := im.make()
 				defer k.Close()

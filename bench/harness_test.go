@@ -85,6 +85,9 @@ func produce(b *testing.B, k keyed, ks []string, p int, async bool) {
 	if async {
 		call = k.Submit
 	}
+	if ps, ok := k.(prestarter); ok {
+		ps.prestart(ks)
+	}
 	var prod sync.WaitGroup
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -29,7 +29,7 @@ func BenchmarkBytesPerWaitingKey(b *testing.B) {
 	b.Run("impl=perkey-stripes", func(b *testing.B) {
 		waitingPerkey(b, ks, executor.WithWorkers(1), executor.WithStripes(1024))
 	})
-	b.Run("impl=actor", func(b *testing.B) {
+	b.Run("impl=actor-retiring", func(b *testing.B) {
 		var heap, stack float64
 		for range b.N {
 			a := &actors{m: make(map[string]*actor)}
@@ -113,7 +113,7 @@ const churnKeys = 1_000_000
 // The global mutex and keymutex are left out: they have no per-key state.
 func BenchmarkIdleMemory(b *testing.B) {
 	ks := makeKeys(churnKeys) // before the baseline, so not counted
-	for _, im := range []impl{cpuWorkers(), peer("mutexmap"), peer("locker"), peer("actor")} {
+	for _, im := range []impl{cpuWorkers(), peer("mutexmap"), peer("locker"), peer("actor-retiring")} {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			var done sync.WaitGroup
 			fn := func(context.Context) error { done.Done(); return nil }

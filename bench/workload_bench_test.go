@@ -28,6 +28,9 @@ func BenchmarkReferenceWorkload(b *testing.B) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			k := im.make()
 			defer k.Close()
+			if ps, ok := k.(prestarter); ok {
+				ps.prestart(ks)
+			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -48,10 +51,14 @@ func BenchmarkReferenceWorkload(b *testing.B) {
 	}
 	// The same workload submitted by one goroutine, for the implementations
 	// whose Submit queues (the locks' runs fn inline, one task after another).
-	for _, im := range []impl{perkeyImpl("perkey-submit", executor.WithWorkers(64)), renamed(peer("actor"), "actor-submit")} {
+	for _, im := range []impl{perkeyImpl("perkey-submit", executor.WithWorkers(64)),
+		perkeyGoImpl("perkey-go", executor.WithWorkers(64)), renamed(peer("actor"), "actor-submit")} {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			k := im.make()
 			defer k.Close()
+			if ps, ok := k.(prestarter); ok {
+				ps.prestart(ks)
+			}
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			fn := func(ctx context.Context) error { defer wg.Done(); return sleep(ctx) }
