@@ -34,67 +34,50 @@ func sink(n int) { time.Sleep(batchCall + time.Duration(n)*batchPerMsg) }
 func BenchmarkBatchSink(b *testing.B) {
 	ks := keys(batchKeys)
 	ctx := context.Background()
-	// gates queues a closed-gate task on every key and returns its opener.
-	gates := func(e *executor.Executor[string]) func() {
-		gate := make(chan struct{})
-		for _, k := range ks {
-			if err := e.Go(ctx, k, func(context.Context) error { <-gate; return nil }); err != nil {
-				b.Fatal(err)
+	// run times the workload: each round queues a closed-gate task on every
+	// key, submits every message with submit (done counts them down as the
+	// sink handles them), starts the clock and opens the gates.
+	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, submit func(key string, msg int) error) {
+		defer e.Close(ctx)
+		b.ResetTimer()
+		for range b.N {
+			b.StopTimer()
+			gate := make(chan struct{})
+			for _, k := range ks {
+				if err := e.Go(ctx, k, func(context.Context) error { <-gate; return nil }); err != nil {
+					b.Fatal(err)
+				}
 			}
+			done.Add(batchKeys * batchPerKey)
+			for i := range batchPerKey {
+				for _, k := range ks {
+					if err := submit(k, i); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.StartTimer()
+			close(gate)
+			done.Wait()
 		}
-		return func() { close(gate) }
+		b.StopTimer()
+		reportMillis(b)
 	}
 	b.Run("impl=batcher", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
-		defer e.Close(ctx)
 		var done sync.WaitGroup
 		bt, _ := executor.NewBatcher(e, func(_ context.Context, _ string, msgs []int) error {
 			sink(len(msgs))
 			done.Add(-len(msgs))
 			return nil
 		}, executor.WithMaxBatch(batchMax))
-		b.ResetTimer()
-		for range b.N {
-			b.StopTimer()
-			open := gates(e)
-			done.Add(batchKeys * batchPerKey)
-			for i := range batchPerKey {
-				for _, k := range ks {
-					if _, err := bt.Submit(ctx, k, i); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.StartTimer()
-			open()
-			done.Wait()
-		}
-		b.StopTimer()
-		reportMillis(b)
+		run(b, e, &done, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
 	})
 	b.Run("impl=per-message", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
-		defer e.Close(ctx)
 		var done sync.WaitGroup
 		fn := func(context.Context) error { sink(1); done.Done(); return nil }
-		b.ResetTimer()
-		for range b.N {
-			b.StopTimer()
-			open := gates(e)
-			done.Add(batchKeys * batchPerKey)
-			for range batchPerKey {
-				for _, k := range ks {
-					if err := e.Go(ctx, k, fn); err != nil {
-						b.Fatal(err)
-					}
-				}
-			}
-			b.StartTimer()
-			open()
-			done.Wait()
-		}
-		b.StopTimer()
-		reportMillis(b)
+		run(b, e, &done, func(k string, _ int) error { return e.Go(ctx, k, fn) })
 	})
 	b.Run("impl=ideal", func(b *testing.B) {
 		for range b.N {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"go.uber.org/zap"
@@ -286,9 +285,7 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 			return
 		}
 		if v := recover(); v != nil {
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			e.log.Error("task panicked", zap.Any("key", first.key), zap.Int("messages", len(jobs)),
-				zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			pe := e.recovered(v, zap.Any("key", first.key), zap.Int("messages", len(jobs)))
 			c.end()
 			for _, j := range jobs {
 				j.ran(pe, Panicked, start)

@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"runtime/debug"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -199,9 +198,7 @@ func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			err = pe
-			e.log.Error("task panicked", key, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			err = e.recovered(v, key)
 		}
 	}()
 	return fn(ctx)

@@ -144,10 +144,7 @@ func (j *job[K]) call(start time.Time) (outcome Outcome, err error) {
 			return
 		}
 		if v := recover(); v != nil {
-			pe := &PanicError{Value: v, Stack: debug.Stack()}
-			err, outcome = pe, Panicked
-			j.ctx.e.log.Error("task panicked",
-				j.ctx.keyField(), zap.Any("panic", v), zap.ByteString("stack", pe.Stack))
+			err, outcome = j.ctx.e.recovered(v, j.ctx.keyField()), Panicked
 			return
 		}
 		// Neither a return nor a panic (since Go 1.21 panic(nil) is a
@@ -161,6 +158,16 @@ func (j *job[K]) call(start time.Time) (outcome Outcome, err error) {
 		outcome = Failed
 	}
 	return outcome, err
+}
+
+// recovered makes a *PanicError of a panic recovered from fn (called in
+// the deferred function that recovered it, so the stack is the panic's) and
+// logs it at error level with fields, which name the key: a recovered panic
+// is never silent.
+func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
+	pe := &PanicError{Value: v, Stack: debug.Stack()}
+	e.log.Error("task panicked", append(fields, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))...)
+	return pe
 }
 
 // ran accounts for a task whose fn ended with err.

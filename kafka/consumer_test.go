@@ -333,91 +333,65 @@ func poisonOf(t *testing.T, p produced) (key string, poison pos) {
 }
 
 func TestHandlerErrors(t *testing.T) {
-	t.Run("retried in order", func(t *testing.T) {
-		e := newEnv(t, 2)
-		p := e.produce(size(1000, 400), 20, 0, 6)
-		l := newLedger(t, p)
-		var mu sync.Mutex
-		attempts := make(map[pos]int)
-		failing := 0
-		for _, ps := range p.keyOffs {
-			for _, q := range ps {
-				if q.offset%7 == 0 {
-					failing++
+	// A failing handler is retried in the record's turn, in order; one that
+	// calls runtime.Goexit (t.FailNow, require.*) fails like any other and
+	// never wedges its key.
+	for _, tc := range []struct {
+		name    string
+		every   int64 // records whose offset is a multiple fail
+		fails   int   // attempts that fail, each retried
+		goexit  bool
+		seed    uint64
+		retries int
+	}{
+		{"retried in order", 7, 2, false, 6, 2},
+		{"Goexit retried in order", 9, 1, true, 8, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, 2)
+			p := e.produce(size(1000, 400), 20, 0, tc.seed)
+			l := newLedger(t, p)
+			var mu sync.Mutex
+			attempts := make(map[pos]int)
+			failing := 0
+			for _, ps := range p.keyOffs {
+				for _, q := range ps {
+					if q.offset%tc.every == 0 {
+						failing++
+					}
 				}
 			}
-		}
-		cfg := e.config(func(ctx context.Context, r *kgo.Record) error {
-			l.begin("a", r)
-			q := pos{r.Partition, r.Offset}
-			mu.Lock()
-			attempts[q]++
-			fail := q.offset%7 == 0 && attempts[q] <= 2
-			mu.Unlock()
-			l.end("a", r, !fail)
-			if fail {
-				return errors.New("transient")
-			}
-			return nil
-		})
-		cfg.MaxRetries = 2
-		run := start(t, cfg, e.groupOpts()...)
-		waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
-		if err := run.stop(t); err != nil {
-			t.Fatalf("Run: %v; want nil", err)
-		}
-		if dups := l.check(); len(dups) > 0 {
-			t.Errorf("%d records handled twice; want none", len(dups))
-		}
-		if s := run.c.Stats(); s.Retried != uint64(2*failing) {
-			t.Errorf("Stats.Retried %d; want %d", s.Retried, 2*failing)
-		}
-		checkCommittedToEnd(t, e, p)
-	})
-
-	t.Run("Goexit retried in order", func(t *testing.T) {
-		// A handler that calls runtime.Goexit (t.FailNow, require.*) is a
-		// failure like any other: retried, in order, and never wedges its key.
-		e := newEnv(t, 2)
-		p := e.produce(size(1000, 400), 20, 0, 8)
-		l := newLedger(t, p)
-		var mu sync.Mutex
-		attempts := make(map[pos]int)
-		exiting := 0
-		for _, ps := range p.keyOffs {
-			for _, q := range ps {
-				if q.offset%9 == 0 {
-					exiting++
+			cfg := e.config(func(ctx context.Context, r *kgo.Record) error {
+				l.begin("a", r)
+				q := pos{r.Partition, r.Offset}
+				mu.Lock()
+				attempts[q]++
+				fail := q.offset%tc.every == 0 && attempts[q] <= tc.fails
+				mu.Unlock()
+				l.end("a", r, !fail)
+				switch {
+				case fail && tc.goexit:
+					runtime.Goexit()
+				case fail:
+					return errors.New("transient")
 				}
+				return nil
+			})
+			cfg.MaxRetries = tc.retries
+			run := start(t, cfg, e.groupOpts()...)
+			waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
+			if err := run.stop(t); err != nil {
+				t.Fatalf("Run: %v; want nil", err)
 			}
-		}
-		cfg := e.config(func(ctx context.Context, r *kgo.Record) error {
-			l.begin("a", r)
-			q := pos{r.Partition, r.Offset}
-			mu.Lock()
-			attempts[q]++
-			exit := q.offset%9 == 0 && attempts[q] == 1
-			mu.Unlock()
-			l.end("a", r, !exit)
-			if exit {
-				runtime.Goexit()
+			if dups := l.check(); len(dups) > 0 {
+				t.Errorf("%d records handled twice; want none", len(dups))
 			}
-			return nil
+			if s := run.c.Stats(); s.Retried != uint64(tc.fails*failing) {
+				t.Errorf("Stats.Retried %d; want %d", s.Retried, tc.fails*failing)
+			}
+			checkCommittedToEnd(t, e, p)
 		})
-		cfg.MaxRetries = 1
-		run := start(t, cfg, e.groupOpts()...)
-		waitFor(t, 60*time.Second, "every record handled", func() bool { return l.doneCount() == p.total })
-		if err := run.stop(t); err != nil {
-			t.Fatalf("Run: %v; want nil", err)
-		}
-		if dups := l.check(); len(dups) > 0 {
-			t.Errorf("%d records handled twice; want none", len(dups))
-		}
-		if s := run.c.Stats(); s.Retried != uint64(exiting) {
-			t.Errorf("Stats.Retried %d; want %d (one retry per Goexit)", s.Retried, exiting)
-		}
-		checkCommittedToEnd(t, e, p)
-	})
+	}
 
 	t.Run("poison to dead letter", func(t *testing.T) {
 		e := newEnv(t, 2)
