@@ -18,9 +18,12 @@ func ExampleHandler() {
 	}
 	defer e.Close(context.Background())
 
+	// With a *metrics.Collector c as e's Observer, pass
+	// debugpage.WithLatency(c) too, for wait and run percentiles.
+	h := debugpage.Handler(e)
 	mux := http.NewServeMux()
-	mux.Handle("/debug/perkey", debugpage.Handler(e))  // the page; ?format=json for JSON
-	mux.Handle("/debug/perkey/", debugpage.Handler(e)) // /debug/perkey/json
+	mux.Handle("/debug/perkey", h)  // the page; ?format=json for JSON
+	mux.Handle("/debug/perkey/", h) // /debug/perkey/json
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
 
@@ -35,6 +38,6 @@ func ExampleHandler() {
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		panic(err)
 	}
-	fmt.Println("submitted:", s.Stats.Submitted, "hot keys:", len(s.HotKeys))
-	// Output: submitted: 1 hot keys: 0
+	fmt.Println("submitted:", s.Stats.Submitted, "hot keys:", len(s.HotKeys), "workers:", s.Settings.Workers > 0)
+	// Output: submitted: 1 hot keys: 0 workers: true
 }

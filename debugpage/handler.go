@@ -14,49 +14,126 @@ import (
 )
 
 const (
-	// DefaultHotKeys is how many hot keys the page lists unless the request
+	// DefaultHotKeys is how many keys each table lists unless the request
 	// asks for another number with ?n=.
 	DefaultHotKeys = 10
-	// MaxHotKeys is the most hot keys one request may ask for.
+	// MaxHotKeys is the most keys one request may ask for.
 	MaxHotKeys = 100
 	// maxKeyLen bounds a key's printed form, in runes.
 	maxKeyLen = 200
 )
 
+// quantiles are the quantiles of wait and run time the page shows when it
+// has a LatencySource.
+var quantiles = [...]float64{0.5, 0.9, 0.99}
+
 // Source is what the page reads. Every *executor.Executor[K] is one.
 type Source[K comparable] interface {
+	Settings() executor.Settings
 	Stats() executor.Stats
 	HotKeys(n int) []executor.KeyLoad[K]
+	OldestKeys(n int) []executor.KeyLoad[K]
 }
 
-// Snapshot is the data the page shows, and the JSON the handler serves.
+// LatencySource gives quantiles of the time tasks waited in their queue and
+// the time they ran, as a *metrics.Collector does from its histograms. For
+// each q it returns one duration in wait and one in run, in order; a nil
+// slice means no task has been measured yet. It must be safe for concurrent
+// use.
+type LatencySource interface {
+	Quantiles(q ...float64) (wait, run []time.Duration)
+}
+
+// Option configures a Handler.
+type Option func(*options)
+
+type options struct {
+	latency LatencySource // nil: the page says there is none
+}
+
+// WithLatency makes the page show the wait and run time quantiles of l (the
+// p50, p90 and p99). The executor keeps no histograms of its
+// own; a *metrics.Collector passed to executor.WithObserver keeps them, and
+// is a LatencySource. By default, and with a nil l, the page has no
+// percentiles and says so.
+func WithLatency(l LatencySource) Option {
+	return func(o *options) { o.latency = l }
+}
+
+// Snapshot is the data the page shows, and the JSON the handler serves:
+// everything the page shows is in it. Durations are in nanoseconds in the
+// JSON.
 type Snapshot struct {
-	Time    time.Time      // when it was taken
-	Stats   executor.Stats // the executor's counters and gauges
-	HotKeys []HotKey       // busiest first; empty when nothing is pending
+	Time     time.Time         // when it was taken
+	Uptime   time.Duration     // since the executor was made (Settings.Started); 0 if unknown
+	Settings executor.Settings // what the executor was configured with
+	Stats    executor.Stats    // its counters and gauges
+	Rates    Rates             // the counters' recent rates
+	Latency  *Latency          // wait and run quantiles; nil without WithLatency
+
+	// HotKeys are the keys with the most pending tasks, busiest first.
+	// OldestKeys are the keys whose work is oldest (Age), oldest first:
+	// the stuck keys. Each is empty when nothing is pending; OldestKeys is
+	// also empty when the executor does not track ages (Settings.Ages).
+	HotKeys    []KeyLoad
+	OldestKeys []KeyLoad
 }
 
-// HotKey is a key and its pending tasks (queued + running). Key is the
-// key printed with %v, cut to 200 characters, whatever the key's type.
-type HotKey struct {
-	Key     string
-	Pending int
+// KeyLoad is a key's live load, as executor.KeyLoad, with Key printed with
+// %v and cut to 200 characters, whatever the key's type.
+type KeyLoad struct {
+	Key        string
+	Pending    int           // queued + running
+	Held       time.Duration // how long its current hold (running task) has lasted
+	OldestWait time.Duration // how long its oldest queued task has waited
+	Age        time.Duration // the larger of Held and OldestWait
+}
+
+// Rates are the counters of Stats per second, over Window: since the
+// newest earlier request to this handler at least a second ago, or, on the
+// first request, since the executor was made. Window is 0 (and every rate
+// is 0) when neither is known.
+type Rates struct {
+	Window    time.Duration
+	Submitted float64
+	Completed float64
+	Rejected  float64
+	Canceled  float64
+	Panicked  float64
+	Slow      float64
+}
+
+// Latency holds the quantiles of a LatencySource: Wait[i] and Run[i] are at
+// Quantiles[i]. Wait is empty until a task has started, Run until one has
+// finished.
+type Latency struct {
+	Quantiles []float64
+	Wait      []time.Duration
+	Run       []time.Duration
 }
 
 // Handler returns a handler that serves s's live view. A GET or HEAD
 // request gets the HTML page, or the Snapshot as JSON if its query has
 // format=json or its path ends in /json. The query parameter n sets how
-// many hot keys to list (default DefaultHotKeys, at most MaxHotKeys).
+// many keys each table lists (default DefaultHotKeys, at most MaxHotKeys).
 //
-// Each request calls s.Stats and s.HotKeys(n) once; on an executor,
-// HotKeys visits every live mailbox, O(active keys × log n). An open page
-// makes one request a second.
-func Handler[K comparable](s Source[K]) http.Handler {
-	return &handler[K]{src: s}
+// Each request calls s.Settings, s.Stats, s.HotKeys(n) and s.OldestKeys(n)
+// once; on an executor, HotKeys and OldestKeys each visit every live
+// mailbox, O(active keys × log n). An open page makes one request a second.
+// Mount one Handler on every path that serves it: it keeps the previous
+// requests' counters to compute rates.
+func Handler[K comparable](s Source[K], opts ...Option) http.Handler {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &handler[K]{src: s, latency: o.latency}
 }
 
 type handler[K comparable] struct {
-	src Source[K]
+	src     Source[K]
+	latency LatencySource // nil if none
+	rates   sampler
 }
 
 func (h *handler[K]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -69,7 +146,7 @@ func (h *handler[K]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("n"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			http.Error(w, fmt.Sprintf("n=%q: want a number of hot keys, at least 1", v), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("n=%q: want a number of keys, at least 1", v), http.StatusBadRequest)
 			return
 		}
 		n = min(n, MaxHotKeys)
@@ -97,15 +174,45 @@ func (h *handler[K]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body.Bytes())
 }
 
-// take reads s now.
+// take reads the source now.
 func (h *handler[K]) take(n int) Snapshot {
+	settings := h.src.Settings()
 	stats := h.src.Stats()
-	loads := h.src.HotKeys(n)
-	hot := make([]HotKey, len(loads))
-	for i, l := range loads {
-		hot[i] = HotKey{Key: keyString(l.Key), Pending: l.Pending}
+	now := time.Now()
+	s := Snapshot{
+		Time:       now,
+		Settings:   settings,
+		Stats:      stats,
+		Rates:      h.rates.rates(now, stats, settings.Started),
+		HotKeys:    loads(h.src.HotKeys(n)),
+		OldestKeys: loads(h.src.OldestKeys(n)),
 	}
-	return Snapshot{Time: time.Now(), Stats: stats, HotKeys: hot}
+	if !settings.Started.IsZero() {
+		s.Uptime = max(0, now.Sub(settings.Started))
+	}
+	if h.latency != nil {
+		q := quantiles
+		wait, run := h.latency.Quantiles(q[:]...)
+		s.Latency = &Latency{Quantiles: q[:], Wait: nonNil(wait), Run: nonNil(run)}
+	}
+	return s
+}
+
+// loads converts the executor's KeyLoads; never nil, so the JSON has [].
+func loads[K comparable](ls []executor.KeyLoad[K]) []KeyLoad {
+	out := make([]KeyLoad, len(ls))
+	for i, l := range ls {
+		out[i] = KeyLoad{Key: keyString(l.Key), Pending: l.Pending, Held: l.Held, OldestWait: l.OldestWait,
+			Age: max(l.Held, l.OldestWait)}
+	}
+	return out
+}
+
+func nonNil(ds []time.Duration) []time.Duration {
+	if ds == nil {
+		return []time.Duration{}
+	}
+	return ds
 }
 
 // keyString prints k with %v, cut to maxKeyLen runes.

@@ -1,133 +1,264 @@
 package debugpage
 
-import "html/template"
+import (
+	"html/template"
+	"strconv"
+	"time"
+)
 
-// pageData is what the page template renders.
+// timeLayout is the one format of every time the page shows: RFC 3339 in
+// UTC, to the second.
+const timeLayout = "2006-01-02T15:04:05Z"
+
+// pageData is what the page template renders: the Snapshot, and what the
+// tables derive from it.
 type pageData struct {
 	Snapshot
-	N int // hot keys asked for; the script asks for as many
+	N int // keys asked for
 }
 
-// page is rendered with the current Snapshot, so it is complete without
-// script; its script then fetches the JSON from the same URL every second
-// and updates the numbers in place, setting data-refreshes on <body> to how
+// hotRow is a row of the hot keys table.
+type hotRow struct {
+	KeyLoad
+	Bar   int  // the bar's width, in percent of the per-key cap or of the busiest key
+	AtCap bool // Pending has reached the per-key cap
+}
+
+// HotRows are the hot keys with their bars.
+func (p pageData) HotRows() []hotRow {
+	most := p.Settings.MaxQueuePerKey
+	if most == 0 && len(p.HotKeys) > 0 {
+		most = p.HotKeys[0].Pending
+	}
+	rows := make([]hotRow, len(p.HotKeys))
+	for i, k := range p.HotKeys {
+		rows[i] = hotRow{KeyLoad: k, AtCap: p.Settings.MaxQueuePerKey > 0 && k.Pending >= p.Settings.MaxQueuePerKey}
+		if most > 0 {
+			rows[i].Bar = min(100, 100*k.Pending/most)
+		}
+	}
+	return rows
+}
+
+// Slow reports whether a key's work is older than the slow-task threshold.
+func (p pageData) Slow(k KeyLoad) bool {
+	return p.Settings.SlowTask > 0 && k.Age >= p.Settings.SlowTask
+}
+
+// quantileRow is a row of the latency table.
+type quantileRow struct {
+	Q         string // "p50"
+	I         int    // index into Latency.Wait and Latency.Run
+	Wait, Run time.Duration
+	HasWait   bool
+	HasRun    bool
+}
+
+// QuantileRows are the latency table's rows; nil without a LatencySource.
+func (p pageData) QuantileRows() []quantileRow {
+	if p.Latency == nil {
+		return nil
+	}
+	l := p.Latency
+	rows := make([]quantileRow, len(l.Quantiles))
+	for i, q := range l.Quantiles {
+		rows[i] = quantileRow{Q: "p" + strconv.FormatFloat(100*q, 'f', -1, 64), I: i}
+		if i < len(l.Wait) {
+			rows[i].Wait, rows[i].HasWait = l.Wait[i], true
+		}
+		if i < len(l.Run) {
+			rows[i].Run, rows[i].HasRun = l.Run[i], true
+		}
+	}
+	return rows
+}
+
+// formatTime formats t in timeLayout.
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "unknown"
+	}
+	return t.UTC().Format(timeLayout)
+}
+
+// formatDuration rounds d to about four significant digits: 850µs,
+// 12.34ms, 4.012s, 3m5s.
+func formatDuration(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(10 * time.Microsecond).String()
+	case d < time.Minute:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
+var funcs = template.FuncMap{
+	"clock": formatTime,
+	"dur":   formatDuration,
+	"rate":  func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"ns":    func(d time.Duration) int64 { return int64(d) },
+}
+
+// page is rendered on the server, complete without script: every value
+// cell names the Snapshot field it shows in data-json (and durations their
+// nanoseconds in data-ns). Its script fetches the same URL every second and
+// swaps in the new <main id="live">, so a refreshed page is formatted by
+// the same template as the first; it sets data-refreshes on <body> to how
 // many refreshes have succeeded.
-var page = template.Must(template.New("page").Parse(`<!DOCTYPE html>
+var page = template.Must(template.New("page").Funcs(funcs).Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <title>/debug/perkey</title>
 <style>
 body { font-family: sans-serif; margin: 1em 2em; }
-table { border-collapse: collapse; margin-bottom: 1.5em; }
+h1 { margin-bottom: 0.2em; }
+h2 { font-size: 1.1em; margin: 1em 0 0.3em; }
+.grid { display: flex; flex-wrap: wrap; gap: 0 3em; align-items: flex-start; }
+.grid section { max-width: 36em; }
+table { border-collapse: collapse; margin-bottom: 0.5em; }
 th, td { padding: 0.15em 0.8em; text-align: right; }
 th { border-bottom: 1px solid #999; }
 td.key, th.key { text-align: left; font-family: monospace; max-width: 40em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
-td.bar { width: 15em; text-align: left; }
-td.bar span { display: inline-block; height: 0.8em; background: #c33; }
-.note { color: #666; font-size: 90%; }
+td.name, th.name { text-align: left; }
+td.bar { width: 10em; text-align: left; }
+td.bar span { display: inline-block; height: 0.8em; background: #36c; }
+tr.atcap td.bar span { background: #c33; }
+tr.slow td { color: #c33; font-weight: bold; }
+.note { color: #666; font-size: 90%; margin-top: 0; }
 #status.stale { color: #c33; font-weight: bold; }
 </style>
 </head>
 <body data-refreshes="0">
 <h1>/debug/perkey</h1>
-<p class="note"><span id="status">as of {{.Time.Format "15:04:05"}}</span> ·
-refreshed every second · <a href="?format=json&amp;n={{.N}}">JSON</a></p>
+<p class="note">refreshed every second<span id="status"></span> · <a href="?format=json&amp;n={{.N}}">JSON</a> · times in UTC</p>
+<main id="live">
+<p>as of <span data-json="Time">{{clock .Time}}</span> · up <span data-json="Uptime" data-ns="{{ns .Uptime}}">{{dur .Uptime}}</span> · started <span data-json="Settings.Started">{{clock .Settings.Started}}</span></p>
+<div class="grid">
+<section>
+<h2>Configuration</h2>
+<table>
+<tr><td class="name">workers</td><td data-json="Settings.Workers">{{.Settings.Workers}}</td></tr>
+<tr><td class="name">max queue per key</td><td data-json="Settings.MaxQueuePerKey">{{with .Settings.MaxQueuePerKey}}{{.}}{{else}}no cap{{end}}</td></tr>
+<tr><td class="name">max pending</td><td data-json="Settings.MaxPending">{{with .Settings.MaxPending}}{{.}}{{else}}no cap{{end}}</td></tr>
+<tr><td class="name">throughput (tasks in a row)</td><td data-json="Settings.Throughput">{{.Settings.Throughput}}</td></tr>
+<tr><td class="name">stripes</td><td data-json="Settings.Stripes">{{with .Settings.Stripes}}{{.}}{{else}}none (a mailbox per key){{end}}</td></tr>
+<tr><td class="name">policy</td><td data-json="Settings.Policy">{{.Settings.Policy}}</td></tr>
+<tr><td class="name">reentrant</td><td data-json="Settings.Reentrant">{{if .Settings.Reentrant}}yes{{else}}no{{end}}</td></tr>
+<tr><td class="name">slow-task warning</td><td data-json="Settings.SlowTask" data-ns="{{ns .Settings.SlowTask}}">{{with .Settings.SlowTask}}after {{dur .}}{{else}}off{{end}}</td></tr>
+<tr><td class="name">ages tracked</td><td data-json="Settings.Ages">{{if .Settings.Ages}}yes{{else}}no{{end}}</td></tr>
+</table>
+</section>
 
+<section>
 <h2>Now</h2>
 <table>
-<tr><th class="key">gauge</th><th>value</th></tr>
-<tr><td class="key">active keys</td><td id="ActiveKeys">{{.Stats.ActiveKeys}}</td></tr>
-<tr><td class="key">queued</td><td id="Queued">{{.Stats.Queued}}</td></tr>
-<tr><td class="key">running</td><td id="Running">{{.Stats.Running}}</td></tr>
+<tr><td class="name">active keys</td><td data-json="Stats.ActiveKeys">{{.Stats.ActiveKeys}}</td></tr>
+<tr><td class="name">queued</td><td data-json="Stats.Queued">{{.Stats.Queued}}</td></tr>
+<tr><td class="name">running</td><td data-json="Stats.Running">{{.Stats.Running}}</td></tr>
 </table>
+<p class="note">Running counts tasks on the {{.Settings.Workers}} workers.</p>
+</section>
 
+<section>
 <h2>Since start</h2>
 <table>
-<tr><th class="key">counter</th><th>total</th><th>per second</th></tr>
-<tr><td class="key">submitted</td><td id="Submitted">{{.Stats.Submitted}}</td><td id="Submitted-rate"></td></tr>
-<tr><td class="key">completed</td><td id="Completed">{{.Stats.Completed}}</td><td id="Completed-rate"></td></tr>
-<tr><td class="key">rejected</td><td id="Rejected">{{.Stats.Rejected}}</td><td id="Rejected-rate"></td></tr>
-<tr><td class="key">canceled</td><td id="Canceled">{{.Stats.Canceled}}</td><td id="Canceled-rate"></td></tr>
-<tr><td class="key">panicked</td><td id="Panicked">{{.Stats.Panicked}}</td><td id="Panicked-rate"></td></tr>
+<tr><th class="name">tasks</th><th>total</th><th>per second</th></tr>
+<tr><td class="name">submitted</td><td data-json="Stats.Submitted">{{.Stats.Submitted}}</td><td data-json="Rates.Submitted">{{if .Rates.Window}}{{rate .Rates.Submitted}}{{end}}</td></tr>
+<tr><td class="name">completed</td><td data-json="Stats.Completed">{{.Stats.Completed}}</td><td data-json="Rates.Completed">{{if .Rates.Window}}{{rate .Rates.Completed}}{{end}}</td></tr>
+<tr><td class="name">rejected</td><td data-json="Stats.Rejected">{{.Stats.Rejected}}</td><td data-json="Rates.Rejected">{{if .Rates.Window}}{{rate .Rates.Rejected}}{{end}}</td></tr>
+<tr><td class="name">canceled</td><td data-json="Stats.Canceled">{{.Stats.Canceled}}</td><td data-json="Rates.Canceled">{{if .Rates.Window}}{{rate .Rates.Canceled}}{{end}}</td></tr>
+<tr><td class="name">panicked</td><td data-json="Stats.Panicked">{{.Stats.Panicked}}</td><td data-json="Rates.Panicked">{{if .Rates.Window}}{{rate .Rates.Panicked}}{{end}}</td></tr>
+<tr><td class="name">slow</td><td data-json="Stats.Slow">{{.Stats.Slow}}</td><td data-json="Rates.Slow">{{if .Rates.Window}}{{rate .Rates.Slow}}{{end}}</td></tr>
 </table>
+<p class="note">{{if .Rates.Window}}Per second over the last <span data-json="Rates.Window" data-ns="{{ns .Rates.Window}}">{{dur .Rates.Window}}</span>.{{else}}No rates: the executor's start is unknown.{{end}}
+Slow: holds longer than the slow-task warning's threshold.</p>
+</section>
 
-<h2>Hot keys</h2>
+<section>
+<h2>Latency</h2>
+{{- with .QuantileRows}}
 <table>
-<thead><tr><th class="key">key</th><th>pending</th><th></th></tr></thead>
-<tbody id="hot">
-{{- range .HotKeys}}
-<tr><td class="key">{{.Key}}</td><td>{{.Pending}}</td><td class="bar"></td></tr>
+<tr><th class="name"></th><th>wait</th><th>run</th></tr>
+{{- range .}}
+<tr><td class="name" data-json="Latency.Quantiles.{{.I}}">{{.Q}}</td><td{{if .HasWait}} data-json="Latency.Wait.{{.I}}" data-ns="{{ns .Wait}}"{{end}}>{{if .HasWait}}{{dur .Wait}}{{else}}–{{end}}</td><td{{if .HasRun}} data-json="Latency.Run.{{.I}}" data-ns="{{ns .Run}}"{{end}}>{{if .HasRun}}{{dur .Run}}{{else}}–{{end}}</td></tr>
+{{- end}}
+</table>
+<p class="note">Wait: from acceptance to start. Run: how long fn ran.<br>
+Since the latency source began, estimated from its histogram buckets.</p>
 {{- else}}
-<tr><td class="key">(none)</td><td></td><td></td></tr>
+<p class="note" id="no-latency">No latency source: the executor keeps no histograms.<br>
+Pass the metrics.Collector it observes to debugpage.WithLatency.</p>
+{{- end}}
+</section>
+</div>
+
+<div class="grid">
+<section>
+<h2>Oldest work (stuck keys)</h2>
+<table>
+<thead><tr><th class="key">key</th><th>age</th><th>held</th><th>oldest wait</th><th>pending</th></tr></thead>
+<tbody id="oldest">
+{{- range $i, $k := .OldestKeys}}
+<tr{{if $.Slow $k}} class="slow"{{end}}><td class="key" data-json="OldestKeys.{{$i}}.Key">{{$k.Key}}</td><td class="age" data-json="OldestKeys.{{$i}}.Age" data-ns="{{ns $k.Age}}">{{dur $k.Age}}</td><td data-json="OldestKeys.{{$i}}.Held" data-ns="{{ns $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="OldestKeys.{{$i}}.OldestWait" data-ns="{{ns $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td data-json="OldestKeys.{{$i}}.Pending">{{$k.Pending}}</td></tr>
+{{- else}}
+<tr><td class="key">{{if .Settings.Ages}}(none){{else}}(ages not tracked){{end}}</td><td></td><td></td><td></td><td></td></tr>
 {{- end}}
 </tbody>
 </table>
-<p class="note">Pending is queued + running. The top {{.N}} keys by pending tasks; ask for more with ?n=.</p>
+<p class="note">{{if .Settings.Ages -}}
+Age is the older of held (how long the running task, or the group holding the key, has run) and oldest wait (how long its oldest queued task has waited).
+{{- with .Settings.SlowTask}} Keys older than {{dur .}} are in red.{{end}}
+{{- else -}}
+Ages are tracked with an Observer (such as a metrics.Collector), a policy that reads queue age, or executor.WithSlowTaskWarning.
+{{- end}}</p>
+</section>
+
+<section>
+<h2>Hot keys</h2>
+<table>
+<thead><tr><th class="key">key</th><th>pending</th><th>held</th><th>oldest wait</th><th></th></tr></thead>
+<tbody id="hot">
+{{- range $i, $k := .HotRows}}
+<tr{{if $k.AtCap}} class="atcap"{{end}}><td class="key" data-json="HotKeys.{{$i}}.Key">{{$k.Key}}</td><td data-json="HotKeys.{{$i}}.Pending">{{$k.Pending}}</td><td data-json="HotKeys.{{$i}}.Held" data-ns="{{ns $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="HotKeys.{{$i}}.OldestWait" data-ns="{{ns $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td class="bar"><span style="width: {{$k.Bar}}%"></span></td></tr>
+{{- else}}
+<tr><td class="key">(none)</td><td></td><td></td><td></td><td></td></tr>
+{{- end}}
+</tbody>
+</table>
+<p class="note">Pending is queued + running. The top {{.N}} keys by pending tasks; ask for more with ?n=.
+{{- with .Settings.MaxQueuePerKey}} Bars are of the per-key cap, {{.}}; keys at the cap are in red.{{end}}</p>
+</section>
+</div>
+</main>
 
 <script>
 (function () {
 	"use strict";
-	const n = {{.N}};
-	const stats = ["ActiveKeys", "Queued", "Running", "Submitted", "Completed", "Rejected", "Canceled", "Panicked"];
-	const counters = ["Submitted", "Completed", "Rejected", "Canceled", "Panicked"];
 	const status = document.getElementById("status");
-	let prev = null;
 	let refreshes = 0;
-
-	function cell(text, cls) {
-		const td = document.createElement("td");
-		td.textContent = text;
-		if (cls) td.className = cls;
-		return td;
-	}
-
-	function render(s) {
-		for (const f of stats) document.getElementById(f).textContent = s.Stats[f];
-		if (prev) {
-			const dt = (Date.parse(s.Time) - Date.parse(prev.Time)) / 1000;
-			for (const f of counters) {
-				document.getElementById(f + "-rate").textContent =
-					dt > 0 ? ((s.Stats[f] - prev.Stats[f]) / dt).toFixed(1) : "";
-			}
-		}
-		const hot = s.HotKeys || [];
-		const most = hot.length ? hot[0].Pending : 1;
-		const rows = hot.map(function (k) {
-			const tr = document.createElement("tr");
-			tr.append(cell(k.Key, "key"), cell(k.Pending));
-			const bar = document.createElement("span");
-			bar.style.width = (100 * k.Pending / most) + "%";
-			const td = cell("", "bar");
-			td.append(bar);
-			tr.append(td);
-			return tr;
-		});
-		if (!rows.length) {
-			const tr = document.createElement("tr");
-			tr.append(cell("(none)", "key"), cell(""), cell(""));
-			rows.push(tr);
-		}
-		document.getElementById("hot").replaceChildren(...rows);
-		status.textContent = "as of " + new Date(s.Time).toLocaleTimeString();
-		status.className = "";
-	}
 
 	async function refresh() {
 		try {
-			const r = await fetch("?format=json&n=" + n, {cache: "no-store"});
+			const r = await fetch(location.href, {cache: "no-store"});
 			if (!r.ok) throw new Error(r.status + " " + r.statusText);
-			const s = await r.json();
-			render(s);
-			prev = s;
+			const doc = new DOMParser().parseFromString(await r.text(), "text/html");
+			const live = doc.getElementById("live");
+			if (!live) throw new Error("no live section in the answer");
+			document.getElementById("live").replaceWith(document.adoptNode(live));
+			status.textContent = "";
+			status.className = "";
 			document.body.dataset.refreshes = ++refreshes;
 		} catch (e) {
-			status.textContent = "refresh failed: " + e.message;
+			status.textContent = " · refresh failed: " + e.message;
 			status.className = "stale";
 		}
 		setTimeout(refresh, 1000);
 	}
-	refresh();
+	setTimeout(refresh, 1000);
 })();
 </script>
 </body>
