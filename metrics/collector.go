@@ -1,11 +1,13 @@
 package metrics
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/perkey/perkey/executor"
 )
@@ -30,8 +32,14 @@ var reasons = [...]executor.Reason{
 
 // Collector counts the task events of the executors it observes and reads
 // their gauges when scraped. It implements executor.Observer,
-// executor.Attacher and prometheus.Collector; pass it to
-// executor.WithObserver and register it with a prometheus.Registerer.
+// executor.SlowObserver, executor.Attacher, executor.Detacher and
+// prometheus.Collector; pass it to executor.WithObserver and register it
+// with a prometheus.Registerer. Its Quantiles make it a
+// debugpage.LatencySource.
+//
+// A Collector that is registered but was never passed to WithObserver
+// counts nothing: perkey_executors_attached then reads 0, and its help
+// text says why.
 //
 // One Collector may observe several executors: counters and histograms
 // then add up their events, the active, queued and running gauges add up
@@ -43,6 +51,7 @@ type Collector struct {
 	completed prometheus.Counter
 	canceled  prometheus.Counter
 	panicked  prometheus.Counter
+	slow      prometheus.Counter
 	rejected  *prometheus.CounterVec
 	// byReason holds rejected's children, indexed by executor.Reason, so
 	// that TaskRejected needs no label lookup.
@@ -54,15 +63,18 @@ type Collector struct {
 	queued     *prometheus.Desc
 	running    *prometheus.Desc
 	pendingMax *prometheus.Desc
+	attached   *prometheus.Desc
 
 	mu     sync.Mutex        // protects gauges
 	gauges []executor.Gauges // attached executors
 }
 
 var (
-	_ executor.Observer    = (*Collector)(nil)
-	_ executor.Attacher    = (*Collector)(nil)
-	_ prometheus.Collector = (*Collector)(nil)
+	_ executor.Observer     = (*Collector)(nil)
+	_ executor.SlowObserver = (*Collector)(nil)
+	_ executor.Attacher     = (*Collector)(nil)
+	_ executor.Detacher     = (*Collector)(nil)
+	_ prometheus.Collector  = (*Collector)(nil)
 )
 
 // New returns a Collector whose metric names start with namespace and an
@@ -89,6 +101,8 @@ func New(namespace string) *Collector {
 		completed: counter("tasks_completed_total", "Tasks whose function returned, with or without an error, or panicked."),
 		canceled:  counter("tasks_canceled_total", "Accepted tasks that never ran: their context ended, or Close gave up."),
 		panicked:  counter("tasks_panicked_total", "Tasks whose function panicked (also counted as completed)."),
+		slow: counter("tasks_slow_total",
+			"Holds of a key (a task, a shared group or a multi-key task) that lasted longer than the executor's WithSlowTaskWarning threshold, each counted once when found; 0 when the option is off."),
 		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace,
 			Name:      "tasks_rejected_total",
@@ -101,6 +115,8 @@ func New(namespace string) *Collector {
 		queued:     gauge("tasks_queued", "Tasks accepted and not started."),
 		running:    gauge("tasks_running", "Tasks executing now."),
 		pendingMax: gauge("key_pending_max", "Pending tasks (queued + running) of the busiest key now."),
+		attached: gauge("executors_attached",
+			"Executors this Collector observes now: built with executor.WithObserver(collector) and not yet closed. 0 when it was never passed to WithObserver (then every other metric of it reads 0, however busy the executor), or once every executor it observed has closed."),
 	}
 	for _, r := range reasons {
 		c.byReason[r] = c.rejected.WithLabelValues(r.String())
@@ -133,6 +149,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	c.completed.Describe(ch)
 	c.canceled.Describe(ch)
 	c.panicked.Describe(ch)
+	c.slow.Describe(ch)
 	c.rejected.Describe(ch)
 	c.wait.Describe(ch)
 	c.run.Describe(ch)
@@ -140,6 +157,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.queued
 	ch <- c.running
 	ch <- c.pendingMax
+	ch <- c.attached
 }
 
 // Collect sends the current value of every metric (prometheus.Collector).
@@ -150,6 +168,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.completed.Collect(ch)
 	c.canceled.Collect(ch)
 	c.panicked.Collect(ch)
+	c.slow.Collect(ch)
 	c.rejected.Collect(ch)
 	c.wait.Collect(ch)
 	c.run.Collect(ch)
@@ -169,6 +188,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(queued))
 	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
 	ch <- prometheus.MustNewConstMetric(c.pendingMax, prometheus.GaugeValue, float64(pendingMax))
+	ch <- prometheus.MustNewConstMetric(c.attached, prometheus.GaugeValue, float64(len(gauges)))
 }
 
 // TaskAccepted counts a submission (executor.Observer).
@@ -199,3 +219,56 @@ func (c *Collector) TaskFinished(run time.Duration, outcome executor.Outcome) {
 
 // TaskCanceled counts an accepted task that will never run (executor.Observer).
 func (c *Collector) TaskCanceled() { c.canceled.Inc() }
+
+// TaskSlow counts a hold that lasted longer than the executor's
+// WithSlowTaskWarning threshold (executor.SlowObserver).
+func (c *Collector) TaskSlow(time.Duration) { c.slow.Inc() }
+
+// Quantiles estimates, for each q, the wait and the run time below which a
+// fraction q of the tasks observed fell, from the histograms' buckets as
+// PromQL's histogram_quantile does: by linear interpolation within the
+// bucket where q falls, so an estimate is as coarse as the buckets (1, 2.5
+// and 5 per decade). A quantile above the 10s bucket reads 10s; q is
+// clamped to [0, 1]. The estimates cover every task since New, over every
+// executor c observes. A histogram without observations gives nil. It makes
+// c a debugpage.LatencySource; each call reads both histograms once and
+// allocates.
+func (c *Collector) Quantiles(q ...float64) (wait, run []time.Duration) {
+	return quantiles(c.wait, q), quantiles(c.run, q)
+}
+
+// quantiles estimates the quantiles qs of h, in order; nil if h is empty.
+func quantiles(h prometheus.Histogram, qs []float64) []time.Duration {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		return nil
+	}
+	hist := m.GetHistogram()
+	total := float64(hist.GetSampleCount())
+	if total == 0 {
+		return nil
+	}
+	out := make([]time.Duration, len(qs))
+	for i, q := range qs {
+		out[i] = seconds(bucketQuantile(min(max(q, 0), 1)*total, hist.GetBucket()))
+	}
+	return out
+}
+
+// bucketQuantile is the value of the observation of the given rank, with
+// observations spread evenly within each bucket (the first from 0); ranks
+// beyond the last finite bucket read its upper bound.
+func bucketQuantile(rank float64, buckets []*dto.Bucket) float64 {
+	lower, below := 0.0, 0.0
+	for _, b := range buckets {
+		upper, count := b.GetUpperBound(), float64(b.GetCumulativeCount())
+		if count >= rank && count > below {
+			return lower + (upper-lower)*(rank-below)/(count-below)
+		}
+		lower, below = upper, count
+	}
+	return lower
+}
+
+// seconds converts s seconds to a Duration, to the nearest nanosecond.
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * float64(time.Second))) }

@@ -8,12 +8,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 
+	"github.com/perkey/perkey/debugpage"
 	"github.com/perkey/perkey/executor"
 	"github.com/perkey/perkey/metrics"
 )
@@ -133,9 +135,9 @@ func TestLintFresh(t *testing.T) {
 			if n := testutil.CollectAndCount(m, want); n != 1 {
 				t.Errorf("series named %s: got %d; want 1", want, n)
 			}
-			// 4 gauges, 4 counters, 4 rejection reasons, 2 histograms.
-			if n := testutil.CollectAndCount(m); n != 14 {
-				t.Errorf("series: got %d; want 14", n)
+			// 5 gauges, 5 counters, 4 rejection reasons, 2 histograms.
+			if n := testutil.CollectAndCount(m); n != 16 {
+				t.Errorf("series: got %d; want 16", n)
 			}
 		})
 	}
@@ -394,6 +396,7 @@ func TestObserverAllocs(t *testing.T) {
 		{"TaskFinished/failed", func() { m.TaskFinished(time.Millisecond, executor.Failed) }},
 		{"TaskFinished/panicked", func() { m.TaskFinished(time.Millisecond, executor.Panicked) }},
 		{"TaskCanceled", m.TaskCanceled},
+		{"TaskSlow", func() { m.TaskSlow(time.Minute) }},
 	} {
 		if n := testing.AllocsPerRun(1000, c.fn); n != 0 {
 			t.Errorf("%s: got %v allocs; want 0", c.name, n)
@@ -426,5 +429,157 @@ func TestConcurrentScrape(t *testing.T) {
 		default:
 			testutil.CollectAndCount(m)
 		}
+	}
+}
+
+const slowHelp = `
+# HELP perkey_tasks_slow_total Holds of a key (a task, a shared group or a multi-key task) that lasted longer than the executor's WithSlowTaskWarning threshold, each counted once when found; 0 when the option is off.
+# TYPE perkey_tasks_slow_total counter
+perkey_tasks_slow_total %d
+`
+
+// TestSlowTasks runs an executor on virtual time with a slow-task
+// threshold of 1s: a task stuck for a minute and one that takes 2s are
+// counted once each; quick ones are not.
+func TestSlowTasks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		m := metrics.New("perkey")
+		e, err := executor.New[string](executor.WithObserver(m), executor.WithSlowTaskWarning(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		stuck := make(chan struct{})
+		if err := e.Go(ctx, "stuck", func(context.Context) error { <-stuck; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			if err := e.Do(ctx, strconv.Itoa(i), func(context.Context) error { time.Sleep(time.Millisecond); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.Do(ctx, "slow", func(context.Context) error { time.Sleep(2 * time.Second); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		if err := testutil.CollectAndCompare(m, strings.NewReader(fmt.Sprintf(slowHelp, 2)), "perkey_tasks_slow_total"); err != nil {
+			t.Error(err)
+		}
+		if s := e.Stats(); s.Slow != 2 {
+			t.Errorf("Stats().Slow: got %d; want 2", s.Slow)
+		}
+		lint(t, m)
+		close(stuck)
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+const attachedHelp = `
+# HELP perkey_executors_attached Executors this Collector observes now: built with executor.WithObserver(collector) and not yet closed. 0 when it was never passed to WithObserver (then every other metric of it reads 0, however busy the executor), or once every executor it observed has closed.
+# TYPE perkey_executors_attached gauge
+perkey_executors_attached %d
+`
+
+// TestExecutorsAttached: a Collector registered but never passed to
+// WithObserver says so, with perkey_executors_attached at 0; the gauge
+// follows executors as they are built and closed.
+func TestExecutorsAttached(t *testing.T) {
+	m := metrics.New("perkey")
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(m)
+	check := func(when string, want int) {
+		t.Helper()
+		if err := testutil.CollectAndCompare(m, strings.NewReader(fmt.Sprintf(attachedHelp, want)), "perkey_executors_attached"); err != nil {
+			t.Errorf("%s: %v", when, err)
+		}
+	}
+
+	// The mistake: an executor built without WithObserver(m).
+	unobserved, err := executor.New[string]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	closeAll(t, unobserved)
+	_ = unobserved.Do(context.Background(), "a", func(context.Context) error { return nil })
+	check("never attached", 0)
+	if err := testutil.CollectAndCompare(m, strings.NewReader(counts{}.String()), counterNames...); err != nil {
+		t.Errorf("never attached: %v", err)
+	}
+
+	a, err := executor.New[string](executor.WithObserver(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := executor.New[int](executor.WithObserver(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("two attached", 2)
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("one closed", 1)
+	if err := b.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	check("both closed", 0)
+	lint(t, m)
+	if _, err := reg.Gather(); err != nil {
+		t.Errorf("pedantic Gather: %v", err)
+	}
+}
+
+// A Collector gives the debug page its percentiles.
+var _ debugpage.LatencySource = (*metrics.Collector)(nil)
+
+// TestQuantiles checks the estimates against histogram_quantile's
+// interpolation on known observations.
+func TestQuantiles(t *testing.T) {
+	m := metrics.New("perkey")
+	if wait, run := m.Quantiles(0.5); wait != nil || run != nil {
+		t.Errorf("no observations: got %v, %v; want nil, nil", wait, run)
+	}
+
+	// 100 waits: 50 in (10µs, 25µs], 40 in (2.5ms, 5ms], 9 in (50ms,
+	// 100ms], 1 above 10s.
+	for range 50 {
+		m.TaskStarted(20 * time.Microsecond)
+	}
+	for range 40 {
+		m.TaskStarted(3 * time.Millisecond)
+	}
+	for range 9 {
+		m.TaskStarted(70 * time.Millisecond)
+	}
+	m.TaskStarted(time.Minute)
+	m.TaskFinished(3*time.Millisecond, executor.OK) // one run, in (2.5ms, 5ms]
+
+	wait, run := m.Quantiles(0, 0.25, 0.5, 0.7, 0.9, 0.95, 0.999, 1, -1, 2)
+	want := []time.Duration{
+		10 * time.Microsecond,   // q=0: the bottom of the first bucket with observations
+		17500 * time.Nanosecond, // rank 25 of the 50 in (10µs, 25µs]: halfway
+		25 * time.Microsecond,   // rank 50: its top
+		3750 * time.Microsecond, // rank 70: halfway through (2.5ms, 5ms]
+		5 * time.Millisecond,    // rank 90: its top
+		5 * time.Millisecond,    // rank 95 falls in (50ms, 100ms]: ...
+		10 * time.Second,        // rank 99.9, above the last finite bucket
+		10 * time.Second,        // q=1
+		10 * time.Microsecond,   // q=-1 clamps to 0
+		10 * time.Second,        // q=2 clamps to 1
+	}
+	want[5] = 50*time.Millisecond + 50*time.Millisecond*5/9 // ... 5 of its 9
+	if len(wait) != len(want) {
+		t.Fatalf("wait quantiles: got %v; want %v", wait, want)
+	}
+	for i := range want {
+		if d := wait[i] - want[i]; d < -time.Nanosecond || d > time.Nanosecond {
+			t.Errorf("wait quantile %d: got %v; want %v", i, wait[i], want[i])
+		}
+	}
+	if run[2] != 3750*time.Microsecond {
+		t.Errorf("run p50 of one observation in (2.5ms, 5ms]: got %v; want 3.75ms", run[2])
 	}
 }

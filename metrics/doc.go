@@ -15,13 +15,34 @@
 //	perkey_tasks_queued                 gauge     tasks accepted and not started
 //	perkey_tasks_running                gauge     tasks executing now
 //	perkey_key_pending_max              gauge     pending tasks of the busiest key now
+//	perkey_executors_attached           gauge     executors observed now (0: never passed to WithObserver)
 //	perkey_tasks_submitted_total        counter   tasks accepted
 //	perkey_tasks_completed_total        counter   tasks whose fn returned or panicked
 //	perkey_tasks_rejected_total{reason} counter   submissions refused: key, global, delay, closed
 //	perkey_tasks_canceled_total         counter   accepted tasks that never ran
 //	perkey_tasks_panicked_total         counter   tasks whose fn panicked
+//	perkey_tasks_slow_total             counter   holds longer than WithSlowTaskWarning's threshold
 //	perkey_task_wait_seconds            histogram time from acceptance to start
 //	perkey_task_run_seconds             histogram time fn ran
+//
+// A Collector counts only the events of executors built with
+// executor.WithObserver(collector). One that is registered but never passed
+// to WithObserver would read 0 everywhere, like an idle executor; it says
+// so with perkey_executors_attached at 0 (the count of executors it
+// observes, each from its New to its Close), whose help text explains. A
+// gauge rather than a log line: it is seen where the zeros are seen, and
+// alerting on perkey_executors_attached == 0 catches the mistake.
+//
+// perkey_tasks_slow_total counts the holds an executor built with
+// executor.WithSlowTaskWarning(d) reports (each hold of a key longer than d,
+// once); the key is in the executor's warning log line and on the debug
+// page, never in a label.
+//
+// Quantiles estimates wait and run percentiles from the two histograms, as
+// histogram_quantile does; it makes a Collector the debugpage.LatencySource
+// for the debug page's percentiles:
+//
+//	debugpage.Handler(e, debugpage.WithLatency(m))
 //
 // No metric has a key as a label: the number of series is fixed whatever
 // the key space. A hot key shows as perkey_key_pending_max close to the

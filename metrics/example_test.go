@@ -38,5 +38,6 @@ func ExampleNew() {
 	// perkey_tasks_canceled_total 0
 	// perkey_tasks_completed_total 3
 	// perkey_tasks_panicked_total 0
+	// perkey_tasks_slow_total 0
 	// perkey_tasks_submitted_total 3
 }
