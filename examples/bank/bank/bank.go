@@ -50,6 +50,7 @@ var (
 type Server struct {
 	exec        *executor.Executor[string]
 	beforeWrite func(ctx context.Context, ids []string) error // nil if none
+	opTime      time.Duration                                 // WithOpTime; 0 = instant
 	mux         *http.ServeMux
 
 	// accounts maps an account id to its *account.
@@ -78,6 +79,7 @@ type Option func(*config)
 type config struct {
 	exec        []executor.Option
 	beforeWrite func(ctx context.Context, ids []string) error
+	opTime      time.Duration
 }
 
 // WithMaxQueuePerKey caps the requests pending (queued + running) on one
@@ -103,17 +105,29 @@ func WithBeforeWrite(f func(ctx context.Context, ids []string) error) Option {
 	return func(c *config) { c.beforeWrite = f }
 }
 
+// WithOpTime makes every operation (read, deposit, transfer) take d while
+// it holds its accounts, as if each waited on a database; a request whose
+// client goes away stops waiting. The default, 0, makes operations
+// instant: then requests to one account seldom overlap, and a person with
+// curl cannot fill its queue. d must not be negative.
+func WithOpTime(d time.Duration) Option {
+	return func(c *config) { c.opTime = d }
+}
+
 // New returns a Server with no accounts. A bad option value is an error.
 func New(opts ...Option) (*Server, error) {
 	var c config
 	for _, o := range opts {
 		o(&c)
 	}
+	if c.opTime < 0 {
+		return nil, fmt.Errorf("bank: WithOpTime(%v): must not be negative", c.opTime)
+	}
 	exec, err := executor.New[string](c.exec...)
 	if err != nil {
 		return nil, fmt.Errorf("bank: %w", err)
 	}
-	s := &Server{exec: exec, beforeWrite: c.beforeWrite, mux: http.NewServeMux()}
+	s := &Server{exec: exec, beforeWrite: c.beforeWrite, opTime: c.opTime, mux: http.NewServeMux()}
 	s.mux.HandleFunc("GET /accounts/{id}", s.balance)
 	s.mux.HandleFunc("POST /accounts/{id}/deposit", s.deposit)
 	s.mux.HandleFunc("POST /transfer", s.transfer)
@@ -162,7 +176,10 @@ func (s *Server) balance(w http.ResponseWriter, r *http.Request) {
 	var out Balance
 	// Shared: reads of one account run together, and wait only for the
 	// writes queued before them.
-	err := s.exec.DoShared(r.Context(), id, func(context.Context) error {
+	err := s.exec.DoShared(r.Context(), id, func(ctx context.Context) error {
+		if err := s.work(ctx); err != nil {
+			return err
+		}
 		a := s.lookup(id)
 		if a == nil {
 			return errNoAccount
@@ -187,6 +204,9 @@ func (s *Server) deposit(w http.ResponseWriter, r *http.Request) {
 	}
 	var out Balance
 	err := s.exec.Do(r.Context(), id, func(ctx context.Context) error {
+		if err := s.work(ctx); err != nil {
+			return err
+		}
 		a := s.lookup(id)
 		if a != nil && a.balance > math.MaxInt64-req.Amount {
 			return errOverflow
@@ -230,6 +250,9 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
 	// and cannot deadlock against other transfers or deposits.
 	ids := []string{req.From, req.To}
 	err := s.exec.DoMany(r.Context(), ids, func(ctx context.Context) error {
+		if err := s.work(ctx); err != nil {
+			return err
+		}
 		from, to := s.lookup(req.From), s.lookup(req.To)
 		switch {
 		case from == nil || to == nil:
@@ -258,6 +281,19 @@ func (s *Server) lookup(id string) *account {
 	a, _ := s.accounts.Load(id)
 	acct, _ := a.(*account)
 	return acct
+}
+
+// work spends an operation's time (WithOpTime). Call it inside the task:
+// the accounts stay held meanwhile. It returns ctx's error if ctx ends
+// first.
+func (s *Server) work(ctx context.Context) error {
+	if s.opTime == 0 {
+		return nil
+	}
+	wait, cancel := context.WithTimeout(ctx, s.opTime)
+	defer cancel()
+	<-wait.Done()
+	return ctx.Err() // nil unless ctx itself ended
 }
 
 func (s *Server) write(ctx context.Context, ids ...string) error {

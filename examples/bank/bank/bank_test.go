@@ -473,3 +473,81 @@ func TestErrors(t *testing.T) {
 		t.Errorf("GET after Close: %v %d; want 503", err, r.status)
 	}
 }
+
+// TestOpTime is the README's way to reach 429 by hand: with WithOpTime, a
+// cap of 1 and one worker, every request to an account while an operation
+// holds it is answered 429 with a Retry-After of at least a second, and
+// each operation takes at least the time set.
+func TestOpTime(t *testing.T) {
+	t.Run("429", func(t *testing.T) {
+		srv := newBank(t, bank.WithMaxQueuePerKey(1), bank.WithWorkers(1), bank.WithOpTime(time.Hour))
+		c := start(t, srv.Handler())
+		ctx := t.Context()
+		leaving, leave := context.WithCancel(ctx)
+		defer leave()
+		held := make(chan outcome, 1)
+		depositAsync(t, leaving, c, "alice", held) // takes an hour, unless its client goes away
+		waitStats(t, srv, "the first deposit to run", func(s executor.Stats) bool { return s.Running == 1 })
+
+		for _, call := range []struct {
+			name string
+			do   func() (response, error)
+		}{
+			{"deposit", func() (response, error) { return c.deposit(ctx, "alice", 1) }},
+			{"balance", func() (response, error) { return c.call(ctx, http.MethodGet, "/accounts/alice", "") }},
+			{"transfer", func() (response, error) { return c.transfer(ctx, "bob", "alice", 1) }},
+		} {
+			r, err := call.do()
+			if err != nil {
+				t.Fatalf("%s: %v", call.name, err)
+			}
+			if r.status != http.StatusTooManyRequests {
+				t.Errorf("%s while alice is held: status %d (%s); want 429", call.name, r.status, r.body)
+			}
+			if secs, err := strconv.Atoi(r.header.Get("Retry-After")); err != nil || secs < 1 {
+				t.Errorf("%s: Retry-After = %q; want whole seconds >= 1", call.name, r.header.Get("Retry-After"))
+			}
+		}
+
+		// The held deposit's client goes away: the operation stops waiting
+		// and changes nothing.
+		leave()
+		if o := recv(t, held); o.err == nil {
+			t.Errorf("held deposit: status %d; want a client error", o.r.status)
+		}
+		waitStats(t, srv, "the held deposit to end", func(s executor.Stats) bool { return s.ActiveKeys == 0 })
+		if s := srv.Stats(); s.Submitted != 1 || s.Completed != 1 || s.Rejected != 3 {
+			t.Errorf("Stats: got %+v; want 1 submitted and completed (the held deposit), 3 rejected", s)
+		}
+	})
+
+	t.Run("each operation takes the time", func(t *testing.T) {
+		const d = 20 * time.Millisecond
+		srv := newBank(t, bank.WithOpTime(d))
+		c := start(t, srv.Handler())
+		for _, call := range []struct {
+			name string
+			do   func() (response, error)
+		}{
+			{"deposit", func() (response, error) { return c.deposit(t.Context(), "alice", 5) }},
+			{"deposit", func() (response, error) { return c.deposit(t.Context(), "bob", 5) }},
+			{"balance", func() (response, error) { return c.call(t.Context(), http.MethodGet, "/accounts/alice", "") }},
+			{"transfer", func() (response, error) { return c.transfer(t.Context(), "alice", "bob", 1) }},
+		} {
+			begin := time.Now()
+			r, err := call.do()
+			if err != nil || r.status != http.StatusOK {
+				t.Fatalf("%s: %v %d %s; want 200", call.name, err, r.status, r.body)
+			}
+			if took := time.Since(begin); took < d {
+				t.Errorf("%s took %v; want at least %v", call.name, took, d)
+			}
+		}
+	})
+
+	t.Run("negative", func(t *testing.T) {
+		if _, err := bank.New(bank.WithOpTime(-time.Second)); err == nil {
+			t.Error("New(WithOpTime(-1s)): got nil; want an error")
+		}
+	})
+}
