@@ -2,11 +2,15 @@
 // key and many cold ones, and serves what an operator would look at:
 //
 //	/metrics        Prometheus metrics (package metrics, with promhttp)
-//	/debug/perkey   live page with Stats and the hot keys (package debugpage)
+//	/debug/perkey   live page: configuration, Stats and rates, percentiles,
+//	                the stuck keys with their ages and the hot keys (package debugpage)
+//
+// It prints a line a second: rates, queued, running, the hottest key and
+// the key whose work is oldest, with its age.
 //
 // Usage:
 //
-//	go run ./examples/metrics [-addr 127.0.0.1:8080] [-duration 0] [-leak]
+//	go run ./examples/metrics [-addr 127.0.0.1:8080] [-duration 0] [-leak] [-stuck]
 //
 // See README.md for what to look at.
 package main
@@ -44,6 +48,7 @@ type config struct {
 	duration time.Duration // stop after this long; 0 runs until interrupted
 	keys     int           // cold key space
 	leak     bool          // leave one task per second hanging, as a leaked exit path would
+	stuck    bool          // hold key "stuck" from the start until the end
 }
 
 func main() {
@@ -52,6 +57,7 @@ func main() {
 	flag.DurationVar(&cfg.duration, "duration", 0, "stop after this long (0: run until interrupted)")
 	flag.IntVar(&cfg.keys, "keys", 100_000, "number of distinct cold keys")
 	flag.BoolVar(&cfg.leak, "leak", false, "leave one task a second hanging, to show what a leak looks like")
+	flag.BoolVar(&cfg.stuck, "stuck", false, `hold key "stuck" with one task that returns only at the end, to show a stuck key`)
 	flag.Parse()
 	if cfg.keys < 1 {
 		log.Fatal("-keys must be at least 1")
@@ -81,18 +87,20 @@ const (
 	coldThink    = 2 * time.Millisecond  // pause between a cold caller's calls
 	panicOneIn   = 2000                  // one cold task in this many panics
 	rejectPause  = 10 * time.Millisecond // a rejected caller's backoff when ErrBusy has no hint
+	slowTask     = time.Second           // tasks take milliseconds: a key held for a second is stuck
 	closeTimeout = 5 * time.Second
 )
 
 // run serves the endpoints and drives the load until ctx ends, then stops
 // the load, closes the executor and shuts the server down. It prints the
-// URLs to out once it is listening.
+// URLs to out once it is listening, then a status line a second.
 func run(ctx context.Context, cfg config, out io.Writer) error {
 	m := metrics.New("perkey")
 	e, err := executor.New[string](
-		executor.WithObserver(m),
+		executor.WithObserver(m), // without it m would count nothing (perkey_executors_attached 0)
 		executor.WithWorkers(workers),
 		executor.WithMaxQueuePerKey(maxPerKey),
+		executor.WithSlowTaskWarning(slowTask), // counts perkey_tasks_slow_total
 	)
 	if err != nil {
 		return err
@@ -102,8 +110,9 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.Handle("/debug/perkey", debugpage.Handler(e))
-	mux.Handle("/debug/perkey/", debugpage.Handler(e))
+	page := debugpage.Handler(e, debugpage.WithLatency(m)) // one handler: it keeps the counters rates are computed from
+	mux.Handle("/debug/perkey", page)
+	mux.Handle("/debug/perkey/", page)
 	mux.HandleFunc("/{$}", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, `<p><a href="/metrics">/metrics</a> · <a href="/debug/perkey">/debug/perkey</a></p>`)
@@ -119,7 +128,13 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	base := "http://" + ln.Addr().String()
 	fmt.Fprintf(out, "serving %s/metrics and %s/debug/perkey\n", base, base)
 
-	load(ctx, e, cfg)
+	if cfg.stuck {
+		if err := hold(ctx, e, out); err != nil {
+			_ = srv.Close()
+			return errors.Join(err, e.Close(context.Background()))
+		}
+	}
+	load(ctx, e, cfg, out)
 
 	closeCtx, cancel := context.WithTimeout(context.Background(), closeTimeout)
 	defer cancel()
@@ -131,9 +146,11 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	return errors.Join(errClose, errShutdown)
 }
 
-// load runs the callers until ctx ends and returns once they all have.
-func load(ctx context.Context, e *executor.Executor[string], cfg config) {
+// load runs the callers and the status line until ctx ends and returns once
+// they all have.
+func load(ctx context.Context, e *executor.Executor[string], cfg config, out io.Writer) {
 	var wg sync.WaitGroup
+	wg.Go(func() { report(ctx, e, out) })
 	for range hotCallers {
 		wg.Go(func() { hot(ctx, e) })
 	}
@@ -194,6 +211,76 @@ func leak(ctx context.Context, e *executor.Executor[string]) {
 			return nil
 		})
 	}
+}
+
+// hold runs a task on key "stuck" that returns only when ctx ends, and
+// prints when it started: the debug page's stuck table lists the key
+// first, with an age of at least the time since then.
+func hold(ctx context.Context, e *executor.Executor[string], out io.Writer) error {
+	started := make(chan struct{})
+	if _, err := e.Submit(context.Background(), "stuck", func(context.Context) error {
+		close(started)
+		<-ctx.Done()
+		return nil
+	}); err != nil {
+		return err
+	}
+	<-started
+	// Read after the task started, so no later than its age's origin.
+	fmt.Fprintf(out, "key %q held since %s\n", "stuck", time.Now().UTC().Format(time.RFC3339Nano))
+	return nil
+}
+
+// report prints a status line to out every second until ctx ends.
+func report(ctx context.Context, e *executor.Executor[string], out io.Writer) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	started := e.Settings().Started
+	prev, last := e.Stats(), time.Now()
+	for {
+		var now time.Time
+		select {
+		case <-ctx.Done():
+			return
+		case now = <-tick.C:
+		}
+		cur := e.Stats()
+		fmt.Fprintln(out, status(now.Sub(started), now.Sub(last), prev, cur, e.HotKeys(1), e.OldestKeys(1)))
+		prev, last = cur, now
+	}
+}
+
+// status is one status line: uptime; the rates of the counters between prev
+// and cur, taken interval apart; the gauges of cur; the hottest key and the
+// key whose work is oldest, if any.
+func status(up, interval time.Duration, prev, cur executor.Stats, hot, oldest []executor.KeyLoad[string]) string {
+	rate := func(from, to uint64) float64 {
+		if interval <= 0 || to < from {
+			return 0
+		}
+		return float64(to-from) / interval.Seconds()
+	}
+	line := fmt.Sprintf("up %v  submitted %.0f/s  completed %.0f/s  rejected %.0f/s  canceled %.0f/s  queued %d  running %d  slow %d",
+		up.Round(time.Second), rate(prev.Submitted, cur.Submitted), rate(prev.Completed, cur.Completed),
+		rate(prev.Rejected, cur.Rejected), rate(prev.Canceled, cur.Canceled), cur.Queued, cur.Running, cur.Slow)
+	if len(hot) > 0 {
+		line += fmt.Sprintf("  hottest %s (%d pending)", hot[0].Key, hot[0].Pending)
+	}
+	if len(oldest) > 0 {
+		line += fmt.Sprintf("  oldest %s (%v)", oldest[0].Key, round(max(oldest[0].Held, oldest[0].OldestWait)))
+	}
+	return line
+}
+
+// round keeps about three significant digits of d: 850µs, 2.3ms, 11.2s.
+func round(d time.Duration) time.Duration {
+	switch {
+	case d >= time.Second:
+		return d.Round(100 * time.Millisecond)
+	case d >= time.Millisecond:
+		return d.Round(100 * time.Microsecond)
+	}
+	return d.Round(time.Microsecond)
 }
 
 // pause sleeps for d or until ctx ends.
