@@ -1,10 +1,15 @@
 #!/usr/bin/env bash
 # Renders the /debug/perkey page in headless Chromium against examples/metrics
-# under live load, and checks that the page's script refreshed it with live
-# numbers: at least two refreshes, tasks submitted, and the hot key listed
-# with tasks pending. Exits non-zero on any failure.
+# under live load, with one key stuck (-stuck), and checks the page as the
+# browser left it after its script refreshed it: at least two refreshes;
+# the stuck key listed first in the stuck table, with an age of at least
+# the time it has been stuck; the hot key listed with tasks pending; rates
+# (on the first paint too), configuration and percentiles shown; every time
+# in the one format (RFC 3339, UTC). Exits non-zero on any failure.
 #
 # Usage: scripts/check-debug-page.sh   (installs Debian's chromium if missing)
+#        CHECK_DEBUG_PAGE_SCREENSHOT=/tmp/debug-page.png scripts/check-debug-page.sh
+#        also saves a 1280×900 screenshot of the page there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,44 +38,102 @@ trap cleanup EXIT
 
 go build -o "$work/example" ./examples/metrics
 
-# Port 0: the example picks a free port and prints its URLs.
-"$work/example" -addr 127.0.0.1:0 -duration 60s >"$work/example.log" 2>&1 &
+# Port 0: the example picks a free port and prints its URLs, then the time
+# from which it holds key "stuck" (read after the stuck task started).
+"$work/example" -addr 127.0.0.1:0 -duration 60s -stuck >"$work/example.log" 2>"$work/example.err" &
 pid=$!
 base=""
+since=""
 for _ in $(seq 100); do
 	base="$(grep -o 'http://127\.0\.0\.1:[0-9]*' "$work/example.log" | head -n1 || true)"
-	[ -n "$base" ] && break
-	kill -0 "$pid" 2>/dev/null || { cat "$work/example.log" >&2; fail "the example exited"; }
+	since="$(sed -n 's/^key "stuck" held since //p' "$work/example.log" | head -n1)"
+	[ -n "$base" ] && [ -n "$since" ] && break
+	kill -0 "$pid" 2>/dev/null || { cat "$work/example.log" "$work/example.err" >&2; fail "the example exited"; }
 	sleep 0.1
 done
 [ -n "$base" ] || fail "the example printed no URL"
+[ -n "$since" ] || fail "the example printed no time for the stuck key"
+since_ns="$(date -d "$since" +%s%N)" || fail "cannot read the stuck key's time '$since'"
 url="$base/debug/perkey"
-echo "check-debug-page: rendering $url with $("$browser" --version 2>/dev/null || echo chromium)"
+
+# Let the stuck key age past the hot key's oldest queued task (50 ms at
+# most), then take the time the page's ages must reach at least.
+sleep 1
+launched_ns="$(date +%s%N)"
+stuck_for=$((launched_ns - since_ns))
+echo "check-debug-page: rendering $url with $("$browser" --version 2>/dev/null || echo chromium); key \"stuck\" held since $since"
+
+chromium_flags=(--headless --no-sandbox --disable-gpu --disable-quic
+	--no-first-run --disable-background-networking --disable-component-update
+	--disable-sync --disable-dev-shm-usage --user-data-dir="$work/profile")
 
 # --virtual-time-budget lets the page's timers run (about five refreshes)
 # before --dump-dom prints the DOM as the script left it.
-timeout 90 "$browser" --headless --no-sandbox --disable-gpu --disable-quic \
-	--no-first-run --disable-background-networking --disable-component-update \
-	--disable-sync --disable-dev-shm-usage --user-data-dir="$work/profile" \
+timeout 90 "$browser" "${chromium_flags[@]}" \
 	--virtual-time-budget=5000 --dump-dom "$url" >"$work/dom.html" 2>"$work/chromium.log" \
 	|| { tail -n 20 "$work/chromium.log" >&2; fail "chromium failed"; }
+done_ns="$(date +%s%N)"
+
+# Without a budget the DOM is dumped before the first refresh: the first
+# paint, which must have its rates already.
+timeout 90 "$browser" "${chromium_flags[@]}" --dump-dom "$url" >"$work/first.html" 2>>"$work/chromium.log" \
+	|| { tail -n 20 "$work/chromium.log" >&2; fail "chromium failed"; }
+grep -q 'data-refreshes="0"' "$work/first.html" || fail "the first paint was refreshed already; cannot check it"
+grep -q '<td data-json="Rates.Completed">[0-9]*\.[0-9]</td>' "$work/first.html" \
+	|| { head -c 6000 "$work/first.html" >&2; fail "no completion rate on the first paint"; }
+
+if [ -n "${CHECK_DEBUG_PAGE_SCREENSHOT:-}" ]; then
+	timeout 90 "$browser" "${chromium_flags[@]}" --hide-scrollbars \
+		--virtual-time-budget=3000 --window-size=1280,900 --screenshot="$CHECK_DEBUG_PAGE_SCREENSHOT" "$url" \
+		>>"$work/chromium.log" 2>&1 \
+		|| { tail -n 20 "$work/chromium.log" >&2; fail "chromium failed to take the screenshot"; }
+	echo "check-debug-page: screenshot in $CHECK_DEBUG_PAGE_SCREENSHOT"
+fi
 
 dom="$work/dom.html"
-show() { echo "--- DOM ---" >&2; head -c 4000 "$dom" >&2; echo >&2; }
+flat="$work/flat.html"
+tr -d '\n' <"$dom" >"$flat"
+show() { echo "--- DOM ---" >&2; head -c 6000 "$dom" >&2; echo >&2; }
+# value FIELD: the text of the cell that shows Snapshot field FIELD.
+value() { grep -o "data-json=\"$1\"[^>]*>[^<]*<" "$flat" | head -n1 | sed 's/.*>\([^<]*\)<$/\1/' || true; }
 
-refreshes="$(grep -o 'data-refreshes="[0-9]*"' "$dom" | grep -o '[0-9]*' || true)"
+refreshes="$(grep -o 'data-refreshes="[0-9]*"' "$flat" | grep -o '[0-9]*' || true)"
 [ -n "$refreshes" ] || { show; fail "no data-refreshes on <body>"; }
 [ "$refreshes" -ge 2 ] || { show; fail "the page refreshed $refreshes times; want at least 2"; }
+if grep -q 'id="status" class="stale"' "$flat"; then show; fail "the page reports a failed refresh"; fi
 
-submitted="$(grep -o '<td id="Submitted">[0-9]*</td>' "$dom" | grep -o '[0-9]\+' || true)"
+# The stuck table: its first row is the stuck key, aged at least stuck_for.
+first="$(sed -n 's:.*<tbody id="oldest">\(.*\)</tbody>.*<tbody id="hot">.*:\1:p' "$flat" | grep -o '<tr[^>]*>.*' | sed 's:</tr>.*::')"
+[ -n "$first" ] || { show; fail "no stuck table"; }
+key="$(echo "$first" | sed -n 's:.*data-json="OldestKeys.0.Key">\([^<]*\)<.*:\1:p')"
+[ "$key" = "stuck" ] || { show; fail "the stuck table lists '$key' first; want stuck"; }
+age_ns="$(echo "$first" | sed -n 's:.*data-json="OldestKeys.0.Age" data-ns="\([0-9]*\)".*:\1:p')"
+age="$(echo "$first" | sed -n 's:.*data-json="OldestKeys.0.Age"[^>]*>\([^<]*\)<.*:\1:p')"
+[ -n "$age_ns" ] || { show; fail "the stuck key's row has no age"; }
+[ "$age_ns" -ge "$stuck_for" ] || { show; fail "the stuck key's age is ${age_ns} ns ($age); it has been stuck ${stuck_for} ns at least"; }
+# And no older than the time from its start to the end of the rendering
+# (plus 100 ms for the print after the task started).
+[ "$age_ns" -le $((done_ns - since_ns + 100000000)) ] || { show; fail "the stuck key's age is ${age_ns} ns ($age); it was stuck $((done_ns - since_ns)) ns at most"; }
+echo "$first" | grep -q '^<tr class="slow">' || { show; fail "the stuck key, held past the slow-task threshold, is not marked slow"; }
+
+submitted="$(value Stats.Submitted)"
 [ -n "$submitted" ] && [ "$submitted" -gt 0 ] || { show; fail "no submitted tasks shown (got '${submitted}')"; }
+rate="$(value Rates.Completed)"
+[[ "$rate" =~ ^[0-9]+\.[0-9]$ ]] || { show; fail "no completion rate (got '$rate')"; }
+workers="$(value Settings.Workers)"
+[ "$workers" = 16 ] || { show; fail "the configuration shows $workers workers; want 16"; }
+p99="$(value Latency.Wait.2)"
+[ -n "$p99" ] || { show; fail "no p99 wait: the latency source is not shown"; }
 
-rate="$(grep -o '<td id="Completed-rate">[0-9.]*</td>' "$dom" | grep -o '[0-9.]\+' || true)"
-[ -n "$rate" ] || { show; fail "no completion rate: the script did not compute one"; }
-
-hot="$(grep -o '<td class="key">hot</td><td>[0-9]*</td>' "$dom" | grep -o '<td>[0-9]*' | grep -o '[0-9]\+' || true)"
+[ "$(value HotKeys.0.Key)" = hot ] || { show; fail "the hot key is not listed first among the hot keys"; }
+hot="$(value HotKeys.0.Pending)"
 [ -n "$hot" ] && [ "$hot" -gt 0 ] || { show; fail "the hot key is not listed with pending tasks"; }
 
-if grep -q 'id="status" class="stale"' "$dom"; then show; fail "the page reports a failed refresh"; fi
+# One format for every time, as the server rendered it after the refreshes.
+for field in Time Settings.Started; do
+	[[ "$(value "$field")" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z$ ]] \
+		|| { show; fail "$field is shown as '$(value "$field")'; want RFC 3339 in UTC"; }
+done
 
-echo "check-debug-page: OK: $refreshes refreshes, $submitted submitted, ${rate} completed/s, hot key pending $hot"
+echo "check-debug-page: OK: $refreshes refreshes; stuck first, aged $age (stuck $((stuck_for / 1000000))–$(((done_ns - since_ns) / 1000000)) ms);" \
+	"$submitted submitted, ${rate} completed/s (rates on the first paint too), p99 wait $p99; hot key pending $hot"
