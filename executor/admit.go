@@ -246,7 +246,7 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 	if e.obs != nil {
 		e.obs.TaskCanceled()
 	}
-	if j.unread {
+	if j.ctx.unread() {
 		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
 		return
 	}

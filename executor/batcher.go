@@ -121,16 +121,24 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 type batchSubmit[K comparable, M any] struct {
 	asyncJob[K]
 	msg M
+	g   *mailbox.Group
 }
 
 // batchDo is a message submitted with Batcher.Do.
 type batchDo[K comparable, M any] struct {
 	job[K]
 	msg M
+	g   *mailbox.Group
 }
 
 func (m *batchSubmit[K, M]) message() M { return m.msg }
 func (m *batchDo[K, M]) message() M     { return m.msg }
+
+// Group is the message's batch group (mailbox.Grouped).
+func (m *batchSubmit[K, M]) Group() *mailbox.Group { return m.g }
+
+// Group is the message's batch group (mailbox.Grouped).
+func (m *batchDo[K, M]) Group() *mailbox.Group { return m.g }
 
 type message[M any] interface{ message() M }
 
@@ -175,8 +183,8 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 	if err := e.validate(key); err != nil {
 		return nil, err
 	}
-	m := &batchSubmit[K, M]{msg: msg}
-	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.asyncJob, m, &b.group); err != nil {
+	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
+	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.asyncJob, m, true); err != nil {
 		return nil, err
 	}
 	return &m.task, nil
@@ -205,12 +213,13 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 		}
 		return ErrReentrant
 	}
-	m := &batchDo[K, M]{msg: msg}
-	m.own = true
+	m := &batchDo[K, M]{msg: msg, g: &b.group}
 	m.done = make(chan struct{}, 1)
-	j := e.bind(&m.job, ctx, fn, &taskCtx[K]{key: key})
+	c := &taskCtx[K]{key: key}
+	c.flags.Store(ctxOwn)
+	j := e.bind(&m.job, ctx, fn, c)
 	j.turn.Init(m, false)
-	j.turn.SetGroup(&b.group)
+	j.turn.SetGrouped()
 	p, err := e.enter(ctx, j, outer, true)
 	switch {
 	case err != nil:

@@ -242,24 +242,27 @@ func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context
 		return nil, err
 	}
 	a := &asyncJob[K]{}
-	a.job.unread = unread
-	if err := e.enqueueAsync(ctx, key, fn, a, a, nil); err != nil {
+	if unread {
+		a.ctx.flags.Store(ctxUnread)
+	}
+	if err := e.enqueueAsync(ctx, key, fn, a, a, false); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
 // enqueueAsync queues the asynchronous job a of fn on key; w is a's Work
-// (a, or a Batcher message around it) and g its batch group, if any.
+// (a, or a Batcher message around it, grouped, whose Work is
+// mailbox.Grouped).
 func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.Context) error,
-	a *asyncJob[K], w mailbox.Work, g *mailbox.Group) error {
+	a *asyncJob[K], w mailbox.Work, grouped bool) error {
 	a.ctx.key = key
 	j := e.bind(&a.job, ctx, fn, &a.ctx)
 	a.task.call = a
 	a.watched = ctx.Done() != nil
 	j.turn.Init(w, false)
-	if g != nil {
-		j.turn.SetGroup(g)
+	if grouped {
+		j.turn.SetGrouped()
 	}
 	p, err := e.enter(ctx, j, nil, false)
 	if err != nil {

@@ -34,13 +34,6 @@ type job[K comparable] struct {
 	ctx  *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
 	err  error       // written before the job settles, read after
 
-	// unread says that no caller reads err (Go): its failure goes to the
-	// error handler.
-	unread bool
-	// own says the job is part of a larger object (a Batcher's message)
-	// and never goes to the pool.
-	own bool
-
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
 	// and every value is received before the next is sent, so a pooled
@@ -182,7 +175,7 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
 	}
-	if j.unread && err != nil {
+	if j.ctx.unread() && err != nil {
 		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
 	}
 }
@@ -241,7 +234,7 @@ func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Conte
 func (e *Executor[K]) recycle(j *job[K]) {
 	// Multi-key jobs are never reused: a nested call's deadlock check may
 	// still hold one it met in a queue (see closesCycle).
-	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil || j.own {
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil || j.ctx.own() {
 		return
 	}
 	e.reuse(j)

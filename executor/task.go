@@ -117,10 +117,23 @@ type taskCtx[K comparable] struct {
 	// lent counts nested calls that borrowed this running task's slot;
 	// only the one that moves it from 0 to 1 owns the slot.
 	lent  atomic.Int32
-	ended atomic.Bool // fn returned (before that, only fn has the context)
+	// flags: ctxEnded once fn has returned (before that, only fn has the
+	// context); ctxUnread and ctxOwn are facts about the call, set before it
+	// is queued. One word for all three keeps the context at 64 bytes.
+	flags atomic.Uint32
 
 	inner atomic.Pointer[innerCtx]
 }
+
+const (
+	ctxEnded  = 1 << iota // fn returned
+	ctxUnread             // no caller reads the result (Go): a failure goes to the error handler
+	ctxOwn                // the job is part of a larger object (a Batcher's message): never pooled
+)
+
+func (c *taskCtx[K]) ended() bool  { return c.flags.Load()&ctxEnded != 0 }
+func (c *taskCtx[K]) unread() bool { return c.flags.Load()&ctxUnread != 0 }
+func (c *taskCtx[K]) own() bool    { return c.flags.Load()&ctxOwn != 0 }
 
 type innerCtx struct {
 	ctx    context.Context
@@ -143,7 +156,7 @@ func (c *taskCtx[K]) Done() <-chan struct{} {
 		cancel()
 		return c.inner.Load().ctx.Done()
 	}
-	if c.ended.Load() {
+	if c.ended() {
 		// The task ended (or end raced with us: end stores ended, then
 		// loads inner; we store inner, then load ended; one of us sees the
 		// other, and cancelling twice is harmless).
@@ -160,7 +173,7 @@ func (c *taskCtx[K]) Err() error {
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if c.ended.Load() || c.e.force.Err() != nil {
+	if c.ended() || c.e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
@@ -168,7 +181,7 @@ func (c *taskCtx[K]) Err() error {
 
 func (c *taskCtx[K]) Value(key any) any {
 	if key == (markKey{}) {
-		if !c.ended.Load() {
+		if !c.ended() {
 			return c
 		}
 		return c.parent.Value(key)
@@ -183,7 +196,7 @@ func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // end cancels the context once fn has returned.
 func (c *taskCtx[K]) end() {
-	c.ended.Store(true)
+	c.flags.Or(ctxEnded)
 	if in := c.inner.Load(); in != nil {
 		in.stop()
 		in.cancel()

@@ -455,7 +455,7 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	var g *Group // the group of the run being taken, if any
 	inRun := 0   // turns taken of that run
 	for e := first; e != nil && e.t.many == nil && !e.shared; e = e.next {
-		if eg := e.t.group; eg == nil || eg != g || inRun == eg.Max {
+		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max {
 			if n == budget {
 				break
 			}
@@ -515,12 +515,12 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 	track := m.r.opt.TrackOldest
 	var buf []*Turn
 	for e != nil {
-		if g := e.t.group; g != nil {
+		if g := e.t.group(); g != nil {
 			// A run of the group: the turns that win their start, up to
 			// Max entries, go to one Run.
 			buf = buf[:0]
 			f := e
-			for k := 0; f != nil && f.t.group == g && k < g.Max; k++ {
+			for k := 0; f != nil && f.t.group() == g && k < g.Max; k++ {
 				if f.t.state.CompareAndSwap(Queued, Running) {
 					buf = append(buf, f.t)
 				}

@@ -83,7 +83,6 @@ type Turn struct {
 	one   Entry        // a single-key task's entry
 	many  *[]Entry     // for multi-key tasks; nil otherwise
 	work  Work
-	group *Group       // the batch group of a single-key exclusive turn, if any (see Group)
 	stamp atomic.Int64 // when the task was accepted, if the owner measures it
 }
 
@@ -111,6 +110,7 @@ type Entry struct {
 	parked     bool // linked in m's waiting room; guarded by m's lock
 	shared     bool // asks for a shared hold (only a single-key task's entry does)
 	batched    bool // taken into a drive loop's batch (and, if it started, left set); guarded by m's lock
+	grouped    bool // its turn is in a batch group (Turn.SetGrouped); set before it is queued
 }
 
 // Init prepares t for a single-key submission: a zero Turn, or a reused
@@ -125,8 +125,7 @@ func (t *Turn) Init(w Work, shared bool) {
 		t.need.Store(1)
 	}
 	t.many = nil
-	t.group = nil
-	t.one.queued, t.one.held, t.one.parked, t.one.batched = false, false, false, false
+	t.one.queued, t.one.held, t.one.parked, t.one.batched, t.one.grouped = false, false, false, false, false
 	t.one.shared = shared
 	// A reused task keeps its work and entry owner; not writing them again
 	// keeps Mailbox.OldestStamp's unlocked reads free of races.
@@ -138,9 +137,24 @@ func (t *Turn) Init(w Work, shared bool) {
 	}
 }
 
-// SetGroup puts a single-key exclusive turn, just initialised, in batch
-// group g (see Group).
-func (t *Turn) SetGroup(g *Group) { t.group = g }
+// Grouped is implemented by the Work of a turn in a batch group (see
+// Group and Turn.SetGrouped).
+type Grouped interface {
+	Group() *Group
+}
+
+// SetGrouped marks a single-key exclusive turn, just initialised, as one of
+// a batch group: its Work implements Grouped. Ordinary turns pay nothing
+// for groups, not even a pointer: only marked turns ask their Work.
+func (t *Turn) SetGrouped() { t.one.grouped = true }
+
+// group returns t's batch group, or nil.
+func (t *Turn) group() *Group {
+	if !t.one.grouped {
+		return nil
+	}
+	return t.work.(Grouped).Group()
+}
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
 // returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
