@@ -61,5 +61,9 @@ func (e *BusyError) Error() string {
 func (e *BusyError) Unwrap() error { return ErrBusy }
 
 // RetryAfter is a suggested delay before the caller retries, estimated from
-// the key's recent service rate. It is 0 when the executor has no estimate.
+// the key's recent service rate (the time per task finished while a queue
+// stood). While no task has finished since the queue formed it is the
+// running task's age so far, a lower bound, if the executor tracks ages
+// (executor.WithSlowTaskWarning, an Observer or a queue-age policy). It is 0
+// when the executor has no estimate.
 func (e *BusyError) RetryAfter() time.Duration { return e.Retry }

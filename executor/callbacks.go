@@ -20,11 +20,17 @@ import (
 // but fn, whose panics and Goexits job.call contains.
 
 // defaultLogger is what an executor logs to without WithLogger: errors only
-// (recovered panics and unread failures), as JSON lines on stderr. A
-// recovered panic is never silent; zap.NewNop() silences it on purpose.
-func defaultLogger() *zap.Logger {
+// (recovered panics and unread failures), as JSON lines on stderr, and
+// warnings too if the caller asked for slow-task warnings (warn), which
+// would otherwise go nowhere. A recovered panic is never silent;
+// zap.NewNop() silences it on purpose.
+func defaultLogger(warn bool) *zap.Logger {
+	level := zapcore.ErrorLevel
+	if warn {
+		level = zapcore.WarnLevel
+	}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
-	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), zapcore.ErrorLevel))
+	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
 }
 
 // safeCore contains panics in the user's zap core. What it cannot log

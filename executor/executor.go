@@ -158,6 +158,9 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 			return nil, err
 		}
 	}
+	if cfg.logger == nil {
+		cfg.logger = defaultLogger(cfg.slow > 0)
+	}
 	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
 		stopped: make(chan struct{})}
 	e.created = time.Now()

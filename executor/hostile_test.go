@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"runtime"
@@ -695,4 +696,30 @@ func TestDoManyLinear(t *testing.T) {
 		t.Errorf("keys held during fn: got %d; want %d (duplicates removed)", held, n)
 	}
 	waitIdle(t, e)
+}
+
+// TestDefaultLoggerSlowWarnings: with WithSlowTaskWarning and no
+// WithLogger, the warnings the caller asked for reach stderr too.
+func TestDefaultLoggerSlowWarnings(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stderr
+	os.Stderr = w
+	e, err := executor.New[string](executor.WithSlowTaskWarning(10 * time.Millisecond))
+	os.Stderr = saved
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	e.Go(context.Background(), "slow", func(context.Context) error { <-release; return nil })
+	eventually(t, "the slow-task warning", func() bool { return e.Stats().Slow == 1 })
+	close(release)
+	closeWithin(t, e)
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if !strings.Contains(string(out), "task running long") || !strings.Contains(string(out), "slow") {
+		t.Errorf("stderr: got %q; want the slow-task warning with its key", out)
+	}
 }

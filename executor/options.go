@@ -46,7 +46,8 @@ func defaults() config {
 	return config{
 		workers:    max(runtime.GOMAXPROCS(0), DefaultWorkers),
 		throughput: DefaultThroughput,
-		logger:     defaultLogger(),
+		// logger stays nil unless WithLogger sets it: New then picks
+		// the default (defaultLogger), which depends on other options.
 		policy:     backpressure.FailFast(),
 	}
 }
@@ -115,8 +116,9 @@ func WithThroughput(n int) Option {
 // and contains a panic in l's core. The default logs at error level only, as
 // JSON lines on stderr: recovered panics (of fn, an Observer, a Policy, the
 // error handler) and the failures of tasks whose result no caller reads
-// (see WithErrorHandler). A recovered panic is never silent unless you say
-// so: zap.NewNop() silences everything. nil is an error.
+// (see WithErrorHandler), and slow-task warnings if WithSlowTaskWarning is
+// set. A recovered panic is never silent unless you say so: zap.NewNop()
+// silences everything. nil is an error.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -214,6 +216,9 @@ func WithErrorHandler(f func(key any, err error)) Option {
 // that implements SlowObserver. A goroutine of the executor looks every d/4
 // (at most every second, at least every millisecond), so a task is reported
 // between d and about 1.25 d after it started; Close stops it.
+//
+// Without WithLogger the default logger prints these warnings as well as
+// errors (see WithLogger).
 //
 // It also turns on age tracking (KeyLoad.Held and OldestWait, OldestKeys),
 // which an Observer or a policy that reads queue age turn on as well: one

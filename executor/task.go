@@ -116,7 +116,7 @@ type taskCtx[K comparable] struct {
 
 	// lent counts nested calls that borrowed this running task's slot;
 	// only the one that moves it from 0 to 1 owns the slot.
-	lent  atomic.Int32
+	lent atomic.Int32
 	// flags: ctxEnded once fn has returned (before that, only fn has the
 	// context); ctxUnread and ctxOwn are facts about the call, set before it
 	// is queued. One word for all three keeps the context at 64 bytes.
