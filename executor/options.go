@@ -48,7 +48,7 @@ func defaults() config {
 		throughput: DefaultThroughput,
 		// logger stays nil unless WithLogger sets it: New then picks
 		// the default (defaultLogger), which depends on other options.
-		policy:     backpressure.FailFast(),
+		policy: backpressure.FailFast(),
 	}
 }
 
