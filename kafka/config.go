@@ -26,6 +26,9 @@ const (
 	DefaultFetchMaxWait   = 200 * time.Millisecond  // kgo.FetchMaxWait, unless a kgo.Opt overrides it
 )
 
+// DefaultMaxBatch is Config.MaxBatch's default, with a BatchHandler.
+const DefaultMaxBatch = executor.DefaultMaxBatch
+
 // NoRetries, as Config.MaxRetries, sends a failed record straight to the
 // Config.OnFailure decision.
 const NoRetries = -1
@@ -42,6 +45,30 @@ const NoRetries = -1
 // Config.MaxRetries) and then decided (see Decision). A panic is recovered
 // and treated as an error (an *executor.PanicError).
 type Handler func(ctx context.Context, rec *kgo.Record) error
+
+// BatchHandler handles a batch: consecutive records of one key (same
+// topic, partition and key), in offset order, at most Config.MaxBatch. A
+// batch is what is ready when the key's turn comes: the key's records
+// fetched and waiting, all of them up to MaxBatch; it is never held back to
+// fill up, so a key with no backlog gets batches of one. Calls for one key
+// never overlap, and one starts only after every earlier record of the key
+// is done, as for a Handler; different keys run in parallel. ctx is as for
+// a Handler.
+//
+// The batch succeeds or fails as a whole. A nil error marks every record of
+// recs done (for commits); any error, an executor.BatchErrors included,
+// fails the batch, and it is retried and decided as one (see
+// Config.MaxRetries, Config.OnFailure), with the same records on each
+// attempt. There are no per-record outcomes: the consumer commits by
+// offset, and in key order a record is done only once every earlier record
+// of its key is, so a record that failed would hold back every later one of
+// the batch anyway. A panic, or a call to runtime.Goexit, fails the batch.
+//
+// recs is the consumer's: do not modify it, nor keep it after the call
+// returns. Batches are not stable: after a redelivery (see the package
+// doc) the same records may come grouped differently, so make the handling
+// idempotent per record, not per batch.
+type BatchHandler func(ctx context.Context, recs []*kgo.Record) error
 
 // Decision is what becomes of a record whose handler failed.
 type Decision uint8
@@ -77,13 +104,27 @@ func (d Decision) String() string {
 	return fmt.Sprintf("Decision(%d)", uint8(d))
 }
 
-// Config configures a Consumer. Brokers, Group, Topics and Handler are
-// required; every other field has a default used when it is left zero.
+// Config configures a Consumer. Brokers, Group, Topics and exactly one of
+// Handler and BatchHandler are required; every other field has a default
+// used when it is left zero.
 type Config struct {
 	Brokers []string // seed brokers, host:port
 	Group   string   // consumer group
 	Topics  []string // topics to consume
 	Handler Handler  // called once per record (more on redelivery)
+
+	// BatchHandler, instead of Handler, is called once per batch of one
+	// key's ready records, at most MaxBatch (see BatchHandler). Retries,
+	// Decide, OnFailure and DeadLetter then apply to the batch: see their
+	// fields.
+	BatchHandler BatchHandler
+	// MaxBatch bounds the records of one BatchHandler call: at least 1,
+	// and 0 means DefaultMaxBatch (100), enough to amortise a bulk sink's
+	// per-call cost while a failed batch stays small to retry. It must be
+	// 0 without a BatchHandler. A batch holds only records fetched and
+	// waiting, so MaxHeld bounds it too: a partition of many keys holds
+	// about MaxHeld / keys records of each, and batches grow with MaxHeld.
+	MaxBatch int
 
 	// Workers bounds how many handlers run at once, across all keys and
 	// partitions. Default DefaultWorkers (64).
@@ -106,30 +147,39 @@ type Config struct {
 	// Default DefaultCommitInterval (1s).
 	CommitInterval time.Duration
 
-	// MaxRetries is how many times a failed record is retried before
-	// OnFailure decides it; 0 means DefaultMaxRetries (3), NoRetries
-	// means none.
+	// MaxRetries is how many times a failed record (with a BatchHandler,
+	// a failed batch, whole) is retried before OnFailure decides it; 0
+	// means DefaultMaxRetries (3), NoRetries means none.
 	MaxRetries int
 	// Backoff is the wait before the first retry; it doubles on each
 	// retry up to MaxBackoff. Defaults DefaultBackoff (100ms) and
 	// DefaultMaxBackoff (10s).
 	Backoff, MaxBackoff time.Duration
 
-	// OnFailure decides a record that failed MaxRetries+1 times: Skip,
-	// DeadLetter or Stop (Retry means retry forever). Default: DeadLetter
-	// if DeadLetter is set, Stop otherwise.
+	// OnFailure decides a record (or a batch) that failed MaxRetries+1
+	// times: Skip, DeadLetter or Stop (Retry means retry forever).
+	// Default: DeadLetter if DeadLetter is set, Stop otherwise. For a
+	// batch: Skip skips every record of it (one warn line listing their
+	// offsets); DeadLetter calls the DeadLetter hook once per record, in
+	// offset order; Stop leaves the whole batch not done.
 	OnFailure Decision
 
 	// Decide, if set, is asked after every failed attempt (attempt counts
 	// from 1) and overrides MaxRetries and OnFailure; returning 0 falls
 	// back to them. Use it to send errors that retrying cannot cure
-	// straight to DeadLetter. It runs on the record's worker.
+	// straight to DeadLetter. It runs on the record's worker. For a
+	// batch it is called once per failed attempt, with the batch's first
+	// record and the BatchHandler's error; its decision is the batch's.
 	Decide func(rec *kgo.Record, err error, attempt int) Decision
 
 	// DeadLetter receives records decided DeadLetter, with the last
 	// error. It runs holding the record's key, so it is ordered with the
 	// key's other records. A nil return marks the record done; an error
-	// stops the consumer (Run returns it).
+	// stops the consumer (Run returns it). For a batch decided DeadLetter
+	// it is called for each of its records in offset order, each with
+	// the batch's error: the records it accepted are done, and an error
+	// stops the consumer with that record and the rest of the batch not
+	// done.
 	DeadLetter func(ctx context.Context, rec *kgo.Record, err error) error
 
 	// RevokeTimeout bounds how long the running handlers of a revoked
@@ -163,19 +213,29 @@ var ErrRunning = errors.New("perkey/kafka: Run already called")
 // HandlerError is returned by Run when a record's failure stopped the
 // consumer (Decision Stop, or a DeadLetter hook error). The record was not
 // marked done: it is delivered again after a restart.
+//
+// With a BatchHandler, Offset is the failed batch's first record (for a
+// DeadLetter hook error, the record the hook refused) and Records the
+// batch's size; the records of the batch from Offset on were not marked
+// done.
 type HandlerError struct {
 	Topic     string
 	Partition int32
 	Offset    int64
 	Key       []byte
 	Attempts  int
+	Records   int // records of the failed call: 1 for a Handler
 	Err       error
 }
 
 // Error describes the record and the failure.
 func (e *HandlerError) Error() string {
-	return fmt.Sprintf("perkey/kafka: record %s/%d@%d (key %q) failed after %d attempts: %v",
-		e.Topic, e.Partition, e.Offset, e.Key, e.Attempts, e.Err)
+	what := "record"
+	if e.Records > 1 {
+		what = fmt.Sprintf("batch of %d records at", e.Records)
+	}
+	return fmt.Sprintf("perkey/kafka: %s %s/%d@%d (key %q) failed after %d attempts: %v",
+		what, e.Topic, e.Partition, e.Offset, e.Key, e.Attempts, e.Err)
 }
 
 // Unwrap returns the handler's (or the dead-letter hook's) error.
@@ -194,8 +254,14 @@ func (c Config) normalize() (Config, error) {
 		return c, cfgErr("no Group")
 	case len(c.Topics) == 0:
 		return c, cfgErr("no Topics")
-	case c.Handler == nil:
-		return c, cfgErr("nil Handler")
+	case c.Handler == nil && c.BatchHandler == nil:
+		return c, cfgErr("no Handler nor BatchHandler")
+	case c.Handler != nil && c.BatchHandler != nil:
+		return c, cfgErr("both Handler and BatchHandler set; want exactly one")
+	case c.MaxBatch < 0:
+		return c, cfgErr("MaxBatch is negative (%d)", c.MaxBatch)
+	case c.MaxBatch > 0 && c.BatchHandler == nil:
+		return c, cfgErr("MaxBatch %d without a BatchHandler", c.MaxBatch)
 	}
 	for name, v := range map[string]int64{
 		"Workers": int64(c.Workers), "MaxHeld": int64(c.MaxHeld), "MaxPollRecords": int64(c.MaxPollRecords),
@@ -229,6 +295,9 @@ func (c Config) normalize() (Config, error) {
 	set(&c.MaxHeld, DefaultMaxHeld)
 	set(&c.MaxPollRecords, DefaultMaxPollRecords)
 	set(&c.MaxRetries, DefaultMaxRetries)
+	if c.BatchHandler != nil {
+		set(&c.MaxBatch, DefaultMaxBatch)
+	}
 	if c.MaxRetries == NoRetries {
 		c.MaxRetries = 0
 	}

@@ -36,7 +36,8 @@ type Consumer struct {
 
 	// Set by Run before the client exists; read-only afterwards.
 	exec     *executor.Executor[recordKey]
-	base     context.Context // parent of the handlers' ctx: Run's values, not its cancellation
+	batcher  *executor.Batcher[recordKey, queued] // with a BatchHandler
+	base     context.Context                      // parent of the handlers' ctx: Run's values, not its cancellation
 	stopPoll context.CancelFunc
 
 	mu        sync.Mutex // guards parts, gen, fatal, committed
@@ -54,9 +55,9 @@ type Consumer struct {
 	// partition is dropped only after its last commit.
 	commitMu sync.Mutex
 
-	maxHeld                                                       atomic.Int64
-	fetched, handled, retried, skipped, deadLettered, alreadyDone atomic.Uint64
-	commits, commitErrors, pauses, assigned, revoked, lost        atomic.Uint64
+	maxHeld                                                                atomic.Int64
+	fetched, handled, batches, retried, skipped, deadLettered, alreadyDone atomic.Uint64
+	commits, commitErrors, pauses, assigned, revoked, lost                 atomic.Uint64
 }
 
 // NewConsumer checks cfg and returns a Consumer. opts are extra kgo options
@@ -123,9 +124,16 @@ func (c *Consumer) Run(ctx context.Context) error {
 	// records in a row when other keys wait, so no busy key holds back
 	// other keys or partitions (and their commits) for long. 1 is fairest
 	// but lengthens long key chains; the executor's default, 32, lets a
-	// backlogged key hold a worker for 32 records.
+	// backlogged key hold a worker for 32 records. A batch counts as one
+	// task of its key: with a BatchHandler the key gives its worker back
+	// after every batch (up to MaxBatch records), which already amortises
+	// the hand-over.
+	throughput := 4
+	if c.cfg.BatchHandler != nil {
+		throughput = 1
+	}
 	eopts := []executor.Option{executor.WithWorkers(c.cfg.Workers), executor.WithLogger(c.cfg.Logger),
-		executor.WithThroughput(4)}
+		executor.WithThroughput(throughput)}
 	if c.cfg.Observer != nil {
 		eopts = append(eopts, executor.WithObserver(c.cfg.Observer))
 	}
@@ -134,6 +142,14 @@ func (c *Consumer) Run(ctx context.Context) error {
 		return err
 	}
 	c.exec = exec
+	if c.cfg.BatchHandler != nil {
+		b, err := executor.NewBatcher(exec, c.runBatch, executor.WithMaxBatch(c.cfg.MaxBatch))
+		if err != nil {
+			_ = exec.Close(context.Background())
+			return err
+		}
+		c.batcher = b
+	}
 	c.base = context.WithoutCancel(ctx)
 	pollCtx, stopPoll := context.WithCancel(ctx)
 	defer stopPoll()
@@ -190,7 +206,9 @@ func (c *Consumer) poll(ctx context.Context) (clientClosed bool) {
 }
 
 // dispatch tracks a partition's polled records and submits one task per
-// record, in offset order, to the executor.
+// record, in offset order, to the executor (with a BatchHandler, one
+// message per record to the Batcher, which runs a key's queued records as
+// one task).
 func (c *Consumer) dispatch(tp TopicPartition, recs []*kgo.Record) {
 	c.mu.Lock()
 	p := c.parts[tp]
@@ -238,111 +256,175 @@ func (c *Consumer) dispatch(tp TopicPartition, recs []*kgo.Record) {
 	}
 	c.fetched.Add(uint64(len(run)))
 	c.alreadyDone.Add(redone)
-	for _, r := range run {
+	for i, r := range run {
 		key := recordKey{topic: tp.Topic, partition: tp.Partition, nilKey: r.Key == nil, key: string(r.Key)}
-		_, err := c.exec.Submit(context.Background(), key, func(context.Context) error {
-			c.runRecord(p, r)
-			return nil
-		})
+		var err error
+		if c.batcher != nil {
+			_, err = c.batcher.Submit(context.Background(), key, queued{p, r})
+		} else {
+			one := run[i : i+1 : i+1] // r as a batch of one, without an allocation
+			_, err = c.exec.Submit(context.Background(), key, func(context.Context) error {
+				c.runRecords(p, one)
+				return nil
+			})
+		}
 		if err != nil {
 			// The executor refuses only once closed, after Run is done
 			// with it: this is a bug, not a condition to ride out.
 			p.mu.Lock()
-			p.taskDone()
+			p.tasksDone(1)
 			p.mu.Unlock()
 			c.fail(fmt.Errorf("perkey/kafka: executor refused record %s/%d@%d: %w", tp.Topic, tp.Partition, r.Offset, err))
 		}
 	}
 }
 
-// runRecord is a record's task. It runs holding the record's key.
-func (c *Consumer) runRecord(p *partition, r *kgo.Record) {
+// queued is a record submitted to the Batcher, with its partition's
+// assignment.
+type queued struct {
+	p *partition
+	r *kgo.Record
+}
+
+// runBatch is the Batcher's BatchFunc: msgs are the queued records of one
+// key, in offset order, taken as one task of the key. They belong to one
+// assignment of their partition (an assignment ends only once each of its
+// records' tasks has run, and a batch holds records that had not), but
+// runBatch would run each assignment's records apart if not.
+func (c *Consumer) runBatch(_ context.Context, _ recordKey, msgs []queued) error {
+	recs := make([]*kgo.Record, len(msgs))
+	for i, m := range msgs {
+		recs[i] = m.r
+	}
+	i := 0
+	defer func() {
+		// Reached with i < len(msgs) only if the handler called
+		// runtime.Goexit in an earlier assignment's records: leave the
+		// rest to the next owner rather than lose their tasks.
+		for ; i < len(msgs); i++ {
+			p := msgs[i].p
+			p.mu.Lock()
+			p.tasksDone(1)
+			p.mu.Unlock()
+		}
+	}()
+	for i < len(msgs) {
+		j := i + 1
+		for j < len(msgs) && msgs[j].p == msgs[i].p {
+			j++
+		}
+		p, rs := msgs[i].p, recs[i:j:j]
+		i = j // past rs before it runs: a Goexit in it finishes rs itself (see call)
+		c.runRecords(p, rs)
+	}
+	return nil
+}
+
+// runRecords is the task of rs, consecutive records of one key in offset
+// order: one record for a Handler, a batch for a BatchHandler. It runs
+// holding their key.
+func (c *Consumer) runRecords(p *partition, rs []*kgo.Record) {
 	p.mu.Lock()
 	if p.phase == stopping || p.dropped || c.halted.Load() {
 		// Left unfinished for the next owner (or the restart). Since
 		// this task holds the key, the key's later records find the same
 		// state and are left too: nothing runs out of order.
-		p.taskDone()
+		p.tasksDone(len(rs))
 		p.mu.Unlock()
 		return
 	}
 	p.running++
 	p.mu.Unlock()
-	c.finish(p, r, c.handleFrom(p, r, 1, c.call(p, r, 1)))
+	c.finish(p, rs, c.handleFrom(p, rs, 1, c.call(p, rs, 1)))
 }
 
-// finish ends a record's task: r is done (handled, skipped or
-// dead-lettered) or left for its partition's next owner.
-func (c *Consumer) finish(p *partition, r *kgo.Record, done bool) {
+// finish ends the task of rs: its first done records are done (handled,
+// skipped or dead-lettered), the rest are left for the partition's next
+// owner.
+func (c *Consumer) finish(p *partition, rs []*kgo.Record, done int) {
 	p.mu.Lock()
 	p.running--
-	if done && !p.dropped && p.track.done(r.Offset) {
-		if p.paused && p.track.held <= c.cfg.MaxHeld/2 && p.track.len() < 8*c.cfg.MaxHeld {
+	if !p.dropped {
+		marked := false
+		for _, r := range rs[:done] {
+			marked = p.track.done(r.Offset) || marked
+		}
+		if marked && p.paused && p.track.held <= c.cfg.MaxHeld/2 && p.track.len() < 8*c.cfg.MaxHeld {
 			p.paused = false
 			c.client.Load().ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
 		}
 	}
-	p.taskDone()
+	p.tasksDone(len(rs))
 	p.mu.Unlock()
 }
 
-// handleFrom goes on with r after its attempt ended with err: a success,
-// or a failure that goes through retries and the failure decision. It
-// reports whether r is done (handled, skipped or dead-lettered).
-func (c *Consumer) handleFrom(p *partition, r *kgo.Record, attempt int, err error) (done bool) {
+// handleFrom goes on with rs after its attempt ended with err: a success,
+// or a failure that goes through retries and the failure decision, for rs
+// as a whole. It returns how many of rs, from the first, are done
+// (handled, skipped or dead-lettered): all or none, except when the
+// dead-letter hook refuses one of them.
+func (c *Consumer) handleFrom(p *partition, rs []*kgo.Record, attempt int, err error) (done int) {
 	ctx := p.ctx
-	for ; ; attempt, err = attempt+1, c.call(p, r, attempt+1) {
+	for ; ; attempt, err = attempt+1, c.call(p, rs, attempt+1) {
 		if err == nil {
-			c.handled.Add(1)
-			return true
+			c.handled.Add(uint64(len(rs)))
+			if c.batcher != nil {
+				c.batches.Add(1)
+			}
+			return len(rs)
 		}
 		if ctx.Err() != nil {
-			// The partition is going away; its next owner redoes r.
-			c.log.Debug("handler canceled", recFields(r, zap.Error(err))...)
-			return false
+			// The partition is going away; its next owner redoes rs.
+			c.log.Debug("handler canceled", recsFields(rs, zap.Error(err))...)
+			return 0
 		}
-		d := c.decide(r, err, attempt)
+		d := c.decide(rs[0], err, attempt)
 		switch d {
 		case Retry:
 			c.retried.Add(1)
-			c.log.Debug("handler failed, retrying", recFields(r, zap.Int("attempt", attempt), zap.Error(err))...)
+			c.log.Debug("handler failed, retrying", recsFields(rs, zap.Int("attempt", attempt), zap.Error(err))...)
 			if !sleep(ctx, c.backoff(attempt)) {
-				return false
+				return 0
 			}
 		case Skip:
-			c.skipped.Add(1)
-			c.log.Warn("record skipped after handler failure",
-				recFields(r, zap.Int("attempts", attempt), zap.Error(err))...)
-			return true
+			c.skipped.Add(uint64(len(rs)))
+			msg := "record skipped after handler failure"
+			if c.batcher != nil {
+				msg = "batch skipped after handler failure"
+			}
+			c.log.Warn(msg, recsFields(rs, zap.Int("attempts", attempt), zap.Error(err))...)
+			return len(rs)
 		case DeadLetter:
-			derr := c.deadLetter(ctx, r, err)
-			if derr == nil {
+			for i, r := range rs {
+				derr := c.deadLetter(ctx, r, err)
+				if derr != nil {
+					if ctx.Err() == nil {
+						c.fail(newHandlerError(r, len(rs), attempt,
+							fmt.Errorf("dead-letter hook: %w (handler error: %v)", derr, err)))
+					}
+					return i
+				}
 				c.deadLettered.Add(1)
 				c.log.Info("record dead-lettered", recFields(r, zap.Int("attempts", attempt), zap.Error(err))...)
-				return true
 			}
-			if ctx.Err() != nil {
-				return false
-			}
-			c.fail(newHandlerError(r, attempt, fmt.Errorf("dead-letter hook: %w (handler error: %v)", derr, err)))
-			return false
+			return len(rs)
 		default: // Stop
-			c.fail(newHandlerError(r, attempt, err))
-			return false
+			c.fail(newHandlerError(rs[0], len(rs), attempt, err))
+			return 0
 		}
 	}
 }
 
-// call runs the handler for attempt, turning a panic into an
-// *executor.PanicError.
+// call runs the handler on rs for attempt (a Handler on rs[0], or the
+// BatchHandler on rs), turning a panic into an *executor.PanicError.
 //
 // A handler that calls runtime.Goexit (t.FailNow in a test) neither returns
 // nor panics, and its goroutine is exiting: call never returns. Its deferred
-// check then carries on with r right there, as for any failure with
+// check then carries on with rs right there, as for any failure with
 // executor.ErrGoexit (retries, the failure decision), and finishes the
-// record's task, all while the task still holds r's key; only then does the
+// task of rs, all while the task still holds their key; only then does the
 // goroutine go on exiting, and the executor hands the key on.
-func (c *Consumer) call(p *partition, r *kgo.Record, attempt int) (err error) {
+func (c *Consumer) call(p *partition, rs []*kgo.Record, attempt int) (err error) {
 	returned := false
 	defer func() {
 		if returned {
@@ -350,13 +432,17 @@ func (c *Consumer) call(p *partition, r *kgo.Record, attempt int) (err error) {
 		}
 		if v := recover(); v != nil {
 			err = &executor.PanicError{Value: v, Stack: debug.Stack()}
-			c.log.Error("handler panicked", recFields(r, zap.Any("panic", v))...)
+			c.log.Error("handler panicked", recsFields(rs, zap.Any("panic", v))...)
 			return
 		}
-		c.log.Error("handler called runtime.Goexit", recFields(r, zap.Int("attempt", attempt))...)
-		c.finish(p, r, c.handleFrom(p, r, attempt, executor.ErrGoexit))
+		c.log.Error("handler called runtime.Goexit", recsFields(rs, zap.Int("attempt", attempt))...)
+		c.finish(p, rs, c.handleFrom(p, rs, attempt, executor.ErrGoexit))
 	}()
-	err = c.cfg.Handler(p.ctx, r)
+	if c.cfg.BatchHandler != nil {
+		err = c.cfg.BatchHandler(p.ctx, rs)
+	} else {
+		err = c.cfg.Handler(p.ctx, rs[0])
+	}
 	returned = true
 	return err
 }
@@ -435,14 +521,28 @@ func (c *Consumer) fail(err error) {
 	}
 }
 
-func newHandlerError(r *kgo.Record, attempts int, err error) *HandlerError {
+// newHandlerError reports the failure of r, in a call of records records.
+func newHandlerError(r *kgo.Record, records, attempts int, err error) *HandlerError {
 	return &HandlerError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-		Key: r.Key, Attempts: attempts, Err: err}
+		Key: r.Key, Attempts: attempts, Records: records, Err: err}
 }
 
 func recFields(r *kgo.Record, more ...zap.Field) []zap.Field {
 	return append([]zap.Field{zap.String("topic", r.Topic), zap.Int32("partition", r.Partition),
 		zap.Int64("offset", r.Offset), zap.ByteString("key", r.Key)}, more...)
+}
+
+// recsFields describes the records of one call: the first one's fields,
+// and for a batch of more than one its size and offsets.
+func recsFields(rs []*kgo.Record, more ...zap.Field) []zap.Field {
+	if len(rs) > 1 {
+		offs := make([]int64, len(rs))
+		for i, r := range rs {
+			offs[i] = r.Offset
+		}
+		more = append([]zap.Field{zap.Int("records", len(rs)), zap.Int64s("offsets", offs)}, more...)
+	}
+	return recFields(rs[0], more...)
 }
 
 // shutdown ends Run: it winds every partition down, commits, leaves the group

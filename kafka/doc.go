@@ -45,6 +45,49 @@
 // from the committed offset, so the key's records are handled again in
 // offset order. Different keys have no order between them.
 //
+// # Batches
+//
+// Config.BatchHandler, instead of Handler, hands a key's ready records to
+// one call, for sinks that are cheaper in bulk (a multi-row INSERT, a bulk
+// request):
+//
+//	c, err := kafka.NewConsumer(kafka.Config{
+//		Brokers: []string{"localhost:9092"},
+//		Group:   "billing",
+//		Topics:  []string{"payments"},
+//		Workers: 100,
+//		BatchHandler: func(ctx context.Context, recs []*kgo.Record) error {
+//			return insertAll(ctx, recs) // one key, offset order, at most MaxBatch
+//		},
+//		MaxBatch: 100, // the default
+//	})
+//
+// A batch is the consecutive records of one key (topic, partition, key)
+// that are fetched and waiting when the key's turn comes, in offset order,
+// at most Config.MaxBatch (default 100); it is never held back to fill, so
+// batches grow with the key's backlog and a key with none gets batches of
+// one. The backlog is bounded by flow control (see Flow control): a
+// partition of many keys holds about MaxHeld / keys records of each, so
+// raise Config.MaxHeld for larger batches over many keys. The executor's
+// per-key batches (executor.Batcher) run them: a batch is one task of its
+// key, so everything said here of a record's handler holds for a batch:
+// calls of one key never overlap, on this member or any other; a batch
+// starts only once every earlier record of its key is done; a key with a
+// backlog gives its worker back after each batch.
+//
+// A batch succeeds or fails as a whole, because the consumer commits by
+// offset and in key order: its records are done, for commits, when the
+// call returns nil, all at once; any error fails every record of it. A
+// failed batch is retried whole, with the same records, in the key's turn
+// (MaxRetries, Backoff, Decide), and then decided as one: Skip skips all of
+// its records, DeadLetter hands each of them to the DeadLetter hook in
+// offset order, Stop leaves all of it not done and stops the consumer (see
+// Handler errors). A revoke, a loss or a shutdown treats a running batch as
+// a running handler: it is waited for, and its ctx is canceled once the
+// grace period is over; if it then returns an error, all of its records go
+// to the next owner. Records queued and not yet in a batch are left to the
+// next owner like records not started.
+//
 // # Commits
 //
 // Auto-commit is off. Each partition tracks its records from fetch to done;
@@ -82,6 +125,16 @@
 //     ranges were dropped repeat.
 //   - Decision Stop: the failing record, not done, is delivered again
 //     after a restart, and so is everything behind it in its key.
+//
+// With a BatchHandler, what repeats is counted in whole batches: a batch
+// running when the member dies, whose grace period ran out and that then
+// failed, or that was decided Stop is delivered again whole (every record
+// of it, at least once more; after a DeadLetter hook error, from the
+// record the hook refused on); a batch that returned nil is done, and its
+// records repeat after a crash only as done records do (done since the
+// last commit and not in its offset map). Redelivered records may come
+// grouped into other batches than the first time, so a batch handler must
+// be idempotent per record, not per batch.
 //
 // In particular, nothing repeats after a Run that returned nil with every
 // handler done within DrainTimeout, nor after a revoke whose handlers were
@@ -133,7 +186,9 @@
 // Config.MaxRetries times; then Config.OnFailure decides: Skip (logged at
 // warn level and counted), DeadLetter (Config.DeadLetter receives it, still
 // in its key's turn), or Stop (Run drains, commits below it, and returns a
-// *HandlerError). Config.Decide can decide per error. A panic is an error.
+// *HandlerError). Config.Decide can decide per error. A panic is an error,
+// and so is a call to runtime.Goexit (executor.ErrGoexit). A failed batch
+// goes through the same steps as one (see Batches and Config.OnFailure).
 //
 // # Running against a real cluster
 //

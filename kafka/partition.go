@@ -50,7 +50,7 @@ type partition struct {
 	mu          sync.Mutex
 	track       tracker       // guarded by mu
 	outstanding int           // guarded by mu; records submitted whose task has not returned
-	running     int           // guarded by mu; handlers running now
+	running     int           // guarded by mu; handler calls running now (a batch is one)
 	phase       phase         // guarded by mu
 	dropped     bool          // guarded by mu; state released, completions ignored
 	paused      bool          // guarded by mu; fetching paused for flow control
@@ -81,10 +81,10 @@ func (p *partition) idleCh() chan struct{} {
 	return p.idle
 }
 
-// taskDone counts a task out and wakes the waiters on the last one. Called
-// with mu held.
-func (p *partition) taskDone() {
-	p.outstanding--
+// tasksDone counts n records' tasks out and wakes the waiters on the last
+// one. Called with mu held.
+func (p *partition) tasksDone(n int) {
+	p.outstanding -= n
 	if p.outstanding == 0 && p.idle != nil {
 		close(p.idle)
 		p.idle = nil

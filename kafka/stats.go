@@ -5,7 +5,8 @@ package kafka
 type Stats struct {
 	Fetched      uint64 // records polled and dispatched to handlers
 	Handled      uint64 // records whose handler returned nil (redeliveries count again)
-	Retried      uint64 // failed attempts followed by a retry
+	Batches      uint64 // BatchHandler calls that returned nil (Handled counts their records)
+	Retried      uint64 // failed attempts followed by a retry (a batch's attempt counts once)
 	Skipped      uint64 // records marked done by the Skip decision
 	DeadLettered uint64 // records the DeadLetter hook accepted
 	AlreadyDone  uint64 // records not handled because the offset map said they were done
@@ -15,7 +16,7 @@ type Stats struct {
 	Committed    map[TopicPartition]int64 // last offset this consumer committed, per partition
 
 	InFlight int // records held now (fetched, not done), all partitions
-	Running  int // handlers running now
+	Running  int // handler calls running now (a batch is one)
 	MaxHeld  int // most records one partition held at once, just after a poll
 
 	Partitions int    // partitions assigned now
@@ -32,6 +33,7 @@ func (c *Consumer) Stats() Stats {
 	s := Stats{
 		Fetched:      c.fetched.Load(),
 		Handled:      c.handled.Load(),
+		Batches:      c.batches.Load(),
 		Retried:      c.retried.Load(),
 		Skipped:      c.skipped.Load(),
 		DeadLettered: c.deadLettered.Load(),
