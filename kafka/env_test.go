@@ -90,13 +90,13 @@ func (e *env) groupOpts() []kgo.Opt {
 	}
 }
 
-// config returns a Config for the env's topic and group.
-func (e *env) config(h kafka.Handler) kafka.Config {
+// config returns a Config for the env's topic and group, with no handler
+// (see mode.use).
+func (e *env) config() kafka.Config {
 	return kafka.Config{
 		Brokers:        e.brokers,
 		Group:          e.group,
 		Topics:         []string{e.topic},
-		Handler:        h,
 		Workers:        16,
 		MaxHeld:        64,
 		MaxPollRecords: 32,
@@ -200,8 +200,8 @@ func (e *env) commits() map[int32]kadm.Offset {
 
 // ledger checks what handlers did against what was produced: per-key
 // order (a record is done only after every earlier record of its key),
-// no key in two handlers at once (whichever members they run on), and how
-// many times each record was done.
+// no key in two handlers at once (whichever members they run on), the
+// shape of every batch, and how many times each record was done.
 type ledger struct {
 	t *testing.T
 	p produced
@@ -214,6 +214,8 @@ type ledger struct {
 	inside map[string]string // key -> member running it now
 	errs   []string
 	done   int // distinct records done
+	calls  int // handler calls begun
+	most   int // records of the largest call
 }
 
 func newLedger(t *testing.T, p produced) *ledger {
@@ -234,27 +236,62 @@ func (l *ledger) errorf(format string, args ...any) {
 	}
 }
 
-// begin records that member started r's handler.
-func (l *ledger) begin(member string, r *kgo.Record) {
+// begin records that member started a handler call on recs (one record,
+// or a batch), and checks the batch: 1 to most records, all of one key and
+// partition, in offset order, and skipping over no record of the key that
+// is not done yet (records done before, as the offset map skips them, may
+// fall between two).
+func (l *ledger) begin(member string, recs []*kgo.Record, most int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := ledgerKey(r)
+	l.calls++
+	l.most = max(l.most, len(recs))
+	if len(recs) == 0 || len(recs) > most {
+		l.errorf("%s: a call with %d records; want 1 to %d", member, len(recs), most)
+		if len(recs) == 0 {
+			return
+		}
+	}
+	k := ledgerKey(recs[0])
+	for i, r := range recs[1:] {
+		prev := recs[i]
+		a, okA := l.index[pos{prev.Partition, prev.Offset}]
+		b, okB := l.index[pos{r.Partition, r.Offset}]
+		switch {
+		case ledgerKey(r) != k || r.Partition != recs[0].Partition:
+			l.errorf("%s: a batch of key %s also holds %d@%d of key %s", member, k, r.Partition, r.Offset, ledgerKey(r))
+		case !okA || !okB || b <= a:
+			l.errorf("key %s: %s got a batch with %d@%d after %d@%d", k, member, r.Partition, r.Offset, prev.Partition, prev.Offset)
+		default:
+			for _, q := range l.p.keyOffs[k][a+1 : b] {
+				if l.count[q] == 0 {
+					l.errorf("key %s: %s got a batch with offset %d after %d, skipping %d (not done)",
+						k, member, r.Offset, prev.Offset, q.offset)
+				}
+			}
+		}
+	}
 	if who, busy := l.inside[k]; busy {
-		l.errorf("key %s: %s started offset %d while %s was inside", k, member, r.Offset, who)
+		l.errorf("key %s: %s started offset %d while %s was inside", k, member, recs[0].Offset, who)
 	}
 	l.inside[k] = member
 }
 
-// end records that member's handler of r returned; ok means r is done.
-func (l *ledger) end(member string, r *kgo.Record, ok bool) {
+// end records that member's handler call on recs returned; ok means recs
+// are done.
+func (l *ledger) end(member string, recs []*kgo.Record, ok bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	k := ledgerKey(r)
-	if l.inside[k] == member {
+	if len(recs) == 0 {
+		return
+	}
+	if k := ledgerKey(recs[0]); l.inside[k] == member {
 		delete(l.inside, k)
 	}
 	if ok {
-		l.doneLocked(r)
+		for _, r := range recs {
+			l.doneLocked(r)
+		}
 	}
 }
 
@@ -321,16 +358,61 @@ func (l *ledger) check() (dups []pos) {
 	return dups
 }
 
-// handler returns a Handler that logs into l as member and works for up
-// to maxWork (random).
-func (l *ledger) handler(member string, maxWork time.Duration) kafka.Handler {
-	return func(ctx context.Context, r *kgo.Record) error {
-		l.begin(member, r)
+// batches returns how many handler calls began and the records of the
+// largest.
+func (l *ledger) batches() (calls, most int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.calls, l.most
+}
+
+// mode is how a test's members get their records: a Handler call per
+// record, or BatchHandler calls of up to batch records.
+type mode struct {
+	name  string
+	batch int // Config.MaxBatch; 0: a Handler
+}
+
+var modes = []mode{{"record", 0}, {"batch", 8}}
+
+// forModes runs f in a subtest for each mode.
+func forModes(t *testing.T, f func(t *testing.T, m mode)) {
+	for _, m := range modes {
+		t.Run(m.name, func(t *testing.T) { f(t, m) })
+	}
+}
+
+// work is what a test's handler does with the records of one call (one
+// record, or a batch); nil means they are done.
+type work func(ctx context.Context, recs []*kgo.Record) error
+
+// sleeper works for up to maxWork (random) per record of the call.
+func sleeper(maxWork time.Duration) work {
+	return func(_ context.Context, recs []*kgo.Record) error {
 		if maxWork > 0 {
-			time.Sleep(rand.N(maxWork))
+			time.Sleep(rand.N(maxWork * time.Duration(len(recs))))
 		}
-		l.end(member, r, true)
 		return nil
+	}
+}
+
+// use sets cfg's handler for m: every call logs into l as member (begin,
+// then end once w returned, or called runtime.Goexit), with the records
+// done if w returned nil.
+func (m mode) use(cfg *kafka.Config, l *ledger, member string, w work) {
+	call := func(ctx context.Context, recs []*kgo.Record) error {
+		l.begin(member, recs, max(m.batch, 1))
+		ok := false
+		defer func() { l.end(member, recs, ok) }()
+		err := w(ctx, recs)
+		ok = err == nil
+		return err
+	}
+	cfg.Handler, cfg.BatchHandler, cfg.MaxBatch = nil, nil, m.batch
+	if m.batch == 0 {
+		cfg.Handler = func(ctx context.Context, r *kgo.Record) error { return call(ctx, []*kgo.Record{r}) }
+	} else {
+		cfg.BatchHandler = call
 	}
 }
 
@@ -371,6 +453,23 @@ func start(t *testing.T, cfg kafka.Config, opts ...kgo.Opt) *running {
 			t.Errorf("Run did not return within 60s of its ctx ending")
 		}
 	})
+	return r
+}
+
+// runToEnd runs a member with cfg until every record is done in l, stops
+// it, and checks that Run returned nil, that l saw no fault and no record
+// done twice, and that everything is committed.
+func runToEnd(t *testing.T, e *env, l *ledger, cfg kafka.Config) *running {
+	t.Helper()
+	r := start(t, cfg, e.groupOpts()...)
+	waitFor(t, 60*time.Second, "every record done", func() bool { return l.doneCount() == l.p.total })
+	if err := r.stop(t); err != nil {
+		t.Fatalf("Run: %v; want nil", err)
+	}
+	if dups := l.check(); len(dups) > 0 {
+		t.Errorf("%d records done twice, first %v; want none", len(dups), dups[0])
+	}
+	checkCommittedToEnd(t, e, l.p)
 	return r
 }
 
