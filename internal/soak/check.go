@@ -22,6 +22,8 @@ const (
 	HandlerMiss
 	Counters
 	OverWorkers
+	RingNotBroken
+	RingHang
 	LeakedGoroutines
 	numInvariants
 )
@@ -38,6 +40,8 @@ var invariantNames = [numInvariants]string{
 	HandlerMiss:      "Go failures not handled once",
 	Counters:         "counters that do not add up",
 	OverWorkers:      "over the worker bound",
+	RingNotBroken:    "deadlock rings not broken once",
+	RingHang:         "deadlock rings hung",
 	LeakedGoroutines: "leaked goroutines",
 }
 

@@ -22,8 +22,25 @@
 // like any other call's (ErrReentrant is right for a nested call behind a
 // DoMany that waits for one of the fn's keys, ErrDeadlock for one that
 // would close a longer cycle of waits), and the fn lends its slot
-// while it waits (the workers bound is checked with that in mind). A
-// producer refused with ErrBusy pauses for up to 0.5 ms before its next
+// while it waits (the workers bound is checked with that in mind).
+//
+// One step in a hundred is a deadlock ring: 2, 3 or 5 tasks (Submits) on
+// distinct keys each hold their key, meet at a barrier, and then each makes
+// a nested call on the next key of the ring (a Do, a Submit then a Wait on
+// its Task, a DoShared, or a DoMany on that key and a free one) with its
+// own ctx, which never ends (no timeout; only a Close that gives up ends
+// it). Each waits for the next: a cycle the executor must break by
+// refusing one of the calls with ErrDeadlock, after which the others run.
+// Half the rings use keys of their own (a slot of keys beyond -keys that no
+// other task uses), half the load's Zipf keys. At most WithWorkers - 2
+// members are in flight, since each holds a worker at the barrier; a
+// member that finds the others missing after ringPatience abandons the
+// ring, as do the rest (the ring did not form, which is no violation).
+// Under Block with a per-key cap a DoMany polls for room rather than
+// waiting in line, which the executor's detection cannot see (its
+// documented limit), so a ring makes a Do there instead.
+//
+// A producer refused with ErrBusy pauses for up to 0.5 ms before its next
 // step, as a client backing off would. Every executor generation gets its own
 // policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
 // WithMaxPending), throughput and, for one in four, striped mode, and an
@@ -107,6 +124,22 @@
 //   - over workers: more fns of one generation running at once than
 //     WithWorkers allows, counted by the fns themselves (Stats.Running is
 //     not compared: a snapshot that is not atomic may overstate it).
+//   - ring not broken once: a deadlock ring formed and every nested call
+//     of it ran, none refused (a cycle cannot resolve so); or, on keys of
+//     its own outside striped mode, where the ring is the only cycle, more
+//     than one call got ErrDeadlock, or one got ErrReentrant (no DoMany of
+//     another task is queued there). A call refused otherwise (ErrBusy from
+//     a cap or MaxQueueDelay, ErrReentrant behind a DoMany of the load on
+//     two of the ring's keys, ErrClosed or the ctx's error from a Close
+//     that gave up) may break a ring instead of ErrDeadlock. On the load's
+//     keys, or sharing stripes with them, more than one ErrDeadlock is
+//     right: a DoMany queued on two keys that are not neighbours in the
+//     ring, or a DoMany member's second key on a member's stripe, splits
+//     the ring into two cycles, each closed by its own refusal; such rings
+//     are counted, not flagged.
+//   - ring hung: a formed ring whose members had not all ended ringLimit
+//     (10 s) after the barrier. The harness then ends the members' ctx, so
+//     their calls give up and the run goes on.
 //   - leaked goroutines: after the last Close and the producers' exit,
 //     runtime.NumGoroutine does not fall back to its value before the run
 //     (plus a slack of 2) within 5 s.

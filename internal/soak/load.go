@@ -21,6 +21,7 @@ const (
 	opDoShared
 	opGo
 	opGate
+	opRing // a deadlock ring (see ring.go)
 	numOps
 )
 
@@ -32,6 +33,7 @@ var opNames = [numOps]string{
 	opDoShared: "DoShared",
 	opGo:       "Go",
 	opGate:     "gate+cancel",
+	opRing:     "ring",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -41,13 +43,14 @@ const backoffMax = 500 * time.Microsecond
 
 // opWeights is the mix of steps, in percent.
 var opWeights = [numOps]int{
-	opDo:       25,
+	opDo:       24,
 	opCall:     5,
 	opSubmit:   25,
 	opDoMany:   15,
 	opDoShared: 23,
 	opGo:       5,
 	opGate:     2,
+	opRing:     1,
 }
 
 // producer is one goroutine of load. Its random source and its queue-wait
@@ -105,6 +108,8 @@ func (p *producer) step(g *generation) (closed bool) {
 		return p.gate(g)
 	case opGo:
 		return p.goBatch(g)
+	case opRing:
+		return p.ring(g)
 	case opDoMany:
 		keys := p.distinctKeys(2 + p.r.IntN(2))
 		return p.call(g, o, keys, nil, 0)

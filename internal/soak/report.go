@@ -45,11 +45,29 @@ type Report struct {
 	ObsPanics   int64 // observer panics the executor recovered
 	ClosedEarly int64 // giving-up Closes that returned while fns of theirs still ran
 
+	Rings RingCounts
+
 	Violations [numInvariants]int64
 	Details    []string  // the first violations, described
 	Heap       [3]uint64 // heap in use after GC: start, middle, end
 	Goroutines [2]int    // before the run, after it
 	Stuck      bool      // producers still blocked at the end (their calls are counted lost)
+}
+
+// RingCounts is what the deadlock rings came to (see ring.go).
+type RingCounts struct {
+	Formed, Isolated   int64 // rings whose members all met at the barrier; of those, on keys of their own outside striped mode
+	Aborted, Skipped   int64 // rings not formed (a member refused, or missing at the barrier); ring steps that found no slot free
+	AbortedOwn         int64 // of the rings not formed, those on keys of their own
+	RefusedMember      int64 // of the rings not formed, those a member's Submit was refused for
+	Sizes              [6]int64
+	Deadlocks          int64         // ErrDeadlock results
+	Kinds, ByDeadlock  [numOps]int64 // the members' nested calls by kind, and those refused with ErrDeadlock
+	Excused            int64         // rings in which a nested call was refused otherwise, and of those refusals:
+	Busy, Ended, Reen  int64         // ErrBusy, ErrClosed or a ctx error (a Close gave up), ErrReentrant
+	Multi              int64         // rings on the load's keys with more than one ErrDeadlock
+	Leftovers, LeftRan int64         // Tasks of nested Submits whose Wait was refused, awaited by the producer; of those, that ran
+	TimeP50, TimeMax   time.Duration // from the barrier to the members' end
 }
 
 // totals sums the executor's own Stats over every generation.
@@ -109,6 +127,20 @@ func (h *harness) fill(r *Report, prods []*producer) {
 		r.Handled[i] = h.handled[i].Load()
 	}
 	r.ObsPanics, r.ClosedEarly = h.obsPanics.Load(), h.closedEarly.Load()
+	rs := &h.ringStat
+	r.Rings = RingCounts{
+		Formed: rs.formed.Load(), Isolated: rs.isolated.Load(), Aborted: rs.aborted.Load(), Skipped: rs.skipped.Load(),
+		AbortedOwn: rs.abortedOwn.Load(), RefusedMember: rs.refusedMember.Load(),
+		Deadlocks: rs.deadlocks.Load(), Excused: rs.excused.Load(),
+		Busy: rs.busy.Load(), Ended: rs.ended.Load(), Reen: rs.reent.Load(), Multi: rs.multi.Load(),
+		Leftovers: rs.leftovers.Load(), LeftRan: rs.leftRan.Load(), TimeP50: rs.time.quantile(0.50), TimeMax: time.Duration(rs.time.max.Load()),
+	}
+	for i := range r.Rings.Sizes {
+		r.Rings.Sizes[i] = rs.sizes[i].Load()
+	}
+	for i := range r.Rings.Kinds {
+		r.Rings.Kinds[i], r.Rings.ByDeadlock[i] = rs.kinds[i].Load(), rs.refusedKinds[i].Load()
+	}
 	for i := range r.Violations {
 		r.Violations[i] = h.v.n[i].Load()
 	}
@@ -146,6 +178,18 @@ func (r *Report) Print(w io.Writer) {
 	row("  mix", "", strings.Join(mix, ", "))
 	row("  nested calls (from fns)", count(r.Nested), perSec(r.Nested)+"/s, "+count(r.NestRefused)+" refused behind a DoMany, "+
 		count(r.NestDeadlock)+" as deadlocks")
+	rc := r.Rings
+	row("  deadlock rings formed", count(rc.Formed), fmt.Sprintf("of 2/3/5 tasks: %s/%s/%s; %s on keys of their own outside striped mode",
+		count(rc.Sizes[2]), count(rc.Sizes[3]), count(rc.Sizes[5]), count(rc.Isolated)))
+	row("  rings not formed", count(rc.Aborted), fmt.Sprintf("%s on keys of their own, %s as a member's Submit was refused; %s ring steps skipped (no slot free)",
+		count(rc.AbortedOwn), count(rc.RefusedMember), count(rc.Skipped)))
+	row("  ErrDeadlock in rings", count(rc.Deadlocks), fmt.Sprintf("to Do %s/%s, Submit+Wait %s/%s, DoShared %s/%s, DoMany %s/%s nested calls",
+		count(rc.ByDeadlock[opDo]), count(rc.Kinds[opDo]), count(rc.ByDeadlock[opSubmit]), count(rc.Kinds[opSubmit]),
+		count(rc.ByDeadlock[opDoShared]), count(rc.Kinds[opDoShared]), count(rc.ByDeadlock[opDoMany]), count(rc.Kinds[opDoMany])))
+	row("  rings broken otherwise", count(rc.Excused), fmt.Sprintf("a nested call refused by ErrBusy %s, a giving-up Close %s, ErrReentrant %s; %s on load keys with 2+ ErrDeadlock",
+		count(rc.Busy), count(rc.Ended), count(rc.Reen), count(rc.Multi)))
+	row("  ring time p50 / max", dur(rc.TimeP50)+" / "+dur(rc.TimeMax), fmt.Sprintf("from the barrier to the members' end; %s nested Submits left by a refused Wait, awaited from outside (%s ran)",
+		count(rc.Leftovers), count(rc.LeftRan)))
 	row("  Go calls (fire and forget)", count(r.GoCalls), count(r.GoAccepted)+" accepted")
 	var handled int64
 	for _, n := range r.Handled {

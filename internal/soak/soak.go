@@ -83,9 +83,10 @@ const (
 
 // harness is the state of one run.
 type harness struct {
-	cfg     Config
-	workers int
-	v       violations
+	cfg      Config
+	workers  int
+	keySpace int // cfg.Keys, then the keys of the ring slots (see ringPool)
+	v        violations
 
 	cur  atomic.Pointer[generation] // nil once the run is over
 	stop atomic.Bool                // producers finish their current op and exit
@@ -115,6 +116,10 @@ type harness struct {
 	forced, drained, concurrent   atomic.Int64
 	generations                   atomic.Int64
 	closeTime                     histogram
+
+	rings     ringPool
+	ringStat  ringStats
+	ringLimit time.Duration // 0: ringLimit (tests shorten it)
 
 	genMu sync.Mutex       // guards gens
 	gens  []executor.Stats // each closed generation's final Stats, for the report
@@ -236,6 +241,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		workers: cfg.Workers,
 		over:    make(chan struct{}),
 	}
+	h.rings.init(cfg.Workers)
+	h.keySpace = cfg.Keys + h.rings.keys()
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x50a4))
 	g, err := h.newGeneration(0, rng)
 	if err != nil {
@@ -310,9 +317,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 }
 
 func (h *harness) newGeneration(n int, r *rand.Rand) (*generation, error) {
-	spec := newSpec(n, h.cfg.Policies, r)
+	return h.startGeneration(n, newSpec(n, h.cfg.Policies, r))
+}
+
+// startGeneration starts generation n's executor as spec says.
+func (h *harness) startGeneration(n int, spec genSpec) (*generation, error) {
 	g := &generation{n: n, spec: spec, replaced: make(chan struct{}),
-		occ: make(occupancy, h.cfg.Keys), notRun: map[int]int{}}
+		occ: make(occupancy, h.keySpace), notRun: map[int]int{}}
 	g.obs.h = h
 	opts := append(spec.options(h.workers),
 		executor.WithObserver(&g.obs),
@@ -473,7 +484,7 @@ func (h *harness) sample(midHeap *uint64, done <-chan struct{}) {
 		if i%8 == 0 {
 			hot := g.e.HotKeys(4)
 			for j, kl := range hot {
-				if kl.Pending <= 0 || kl.Key < 0 || kl.Key >= h.cfg.Keys || (j > 0 && hot[j-1].Pending < kl.Pending) {
+				if kl.Pending <= 0 || kl.Key < 0 || kl.Key >= h.keySpace || (j > 0 && hot[j-1].Pending < kl.Pending) {
 					h.v.add(Counters, 1, "gen %d (%s): HotKeys(4) = %v", g.n, g.spec, hot)
 					break
 				}

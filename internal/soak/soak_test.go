@@ -60,6 +60,8 @@ func TestSoak(t *testing.T) {
 		{"Go tasks accepted", rep.GoAccepted},
 		{"Go failures handled", handled},
 		{"observer panics", rep.ObsPanics},
+		{"deadlock rings formed", rep.Rings.Formed},
+		{"ErrDeadlock in rings", rep.Rings.Deadlocks},
 	} {
 		if c.got <= 0 {
 			t.Errorf("%s: got %d; want > 0", c.what, c.got)
