@@ -1,9 +1,12 @@
 // Command perkey-soak runs mixed, faulty load against perkey executors,
 // restarting them under load, and checks that nothing overlaps, reorders,
-// gets lost, runs twice or leaks. It prints a table of the load held, the
-// faults survived, every invariant's violation count and the heap, and
-// exits with status 1 if any invariant broke or the heap grew by more than
-// 16 MiB. See internal/soak for what each invariant means.
+// gets lost, runs twice or leaks, that every ring of nested calls waiting
+// for each other is broken with ErrDeadlock, and that Batcher batches stay
+// within WithMaxBatch and hand each message its own outcome. It prints a
+// table of the load held, the faults survived, every invariant's violation
+// count and the heap, and exits with status 1 if any invariant broke or the
+// heap grew by more than 16 MiB. See internal/soak for what each invariant
+// means.
 //
 //	go run ./cmd/perkey-soak -duration 60s
 package main

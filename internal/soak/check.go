@@ -24,6 +24,7 @@ const (
 	OverWorkers
 	RingNotBroken
 	RingHang
+	BatchBound
 	LeakedGoroutines
 	numInvariants
 )
@@ -42,6 +43,7 @@ var invariantNames = [numInvariants]string{
 	OverWorkers:      "over the worker bound",
 	RingNotBroken:    "deadlock rings not broken once",
 	RingHang:         "deadlock rings hung",
+	BatchBound:       "batches out of bounds",
 	LeakedGoroutines: "leaked goroutines",
 }
 

@@ -129,8 +129,11 @@ func TestSettle(t *testing.T) {
 			}
 			if tt.ran {
 				tk.state.Store(started | finished)
-				if tt.do == goexit {
+				switch tt.do {
+				case goexit:
 					tk.state.Or(goexited)
+				case panicky:
+					tk.state.Or(panicked) // as run sets it, just before the panic
 				}
 			}
 			h.settle(tk, tt.result(tk), 0, false)

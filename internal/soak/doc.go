@@ -40,6 +40,21 @@
 // waiting in line, which the executor's detection cannot see (its
 // documented limit), so a ring makes a Do there instead.
 //
+// Every generation has a Batcher (WithMaxBatch(8)) whose messages are
+// harness tasks: 3% of the steps Submit 2–10 messages over 1–2 keys (one
+// time in three followed by a Batcher.Do or a Do on one of the keys, which
+// must start after them, and a Do splits the key's messages into two
+// batches) and Wait for each, 1% are one Batcher.Do. The BatchFunc is a
+// task of its key: it checks, as every fn does, that nothing else of the
+// key runs beside it and the worker bound, and for each message that it
+// starts once, after its producer's earlier submissions on the key, and
+// belongs to the batch's key. A message's behaviour says what its batch
+// does: fail that message alone (executor.BatchErrors), fail the whole
+// batch, panic, or sleep up to 1 ms; each message's Wait or Do must end
+// with what its batch made of it. One generation in four has no Observer,
+// so the executor's paths without one (the Batcher's among them) are
+// checked against Stats too.
+//
 // A producer refused with ErrBusy pauses for up to 0.5 ms before its next
 // step, as a client backing off would. Every executor generation gets its own
 // policy (FailFast, Block, MaxQueueDelay in turn), caps (WithMaxQueuePerKey,
@@ -140,6 +155,10 @@
 //   - ring hung: a formed ring whose members had not all ended ringLimit
 //     (10 s) after the barrier. The harness then ends the members' ctx, so
 //     their calls give up and the run goes on.
+//   - batch out of bounds: a BatchFunc call with no message or more than
+//     WithMaxBatch, or with a message of another key. Its other checks
+//     count as overlap, FIFO break, ran twice, ran after cancel and wrong
+//     outcome, as for any task.
 //   - leaked goroutines: after the last Close and the producers' exit,
 //     runtime.NumGoroutine does not fall back to its value before the run
 //     (plus a slack of 2) within 5 s.

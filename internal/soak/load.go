@@ -21,19 +21,23 @@ const (
 	opDoShared
 	opGo
 	opGate
-	opRing // a deadlock ring (see ring.go)
+	opRing        // a deadlock ring (see ring.go)
+	opBatchSubmit // Batcher.Submit of a few messages, then their Waits (see batch.go)
+	opBatchDo     // one Batcher.Do
 	numOps
 )
 
 var opNames = [numOps]string{
-	opDo:       "Do",
-	opCall:     "Call",
-	opSubmit:   "Submit",
-	opDoMany:   "DoMany",
-	opDoShared: "DoShared",
-	opGo:       "Go",
-	opGate:     "gate+cancel",
-	opRing:     "ring",
+	opDo:          "Do",
+	opCall:        "Call",
+	opSubmit:      "Submit",
+	opDoMany:      "DoMany",
+	opDoShared:    "DoShared",
+	opGo:          "Go",
+	opGate:        "gate+cancel",
+	opRing:        "ring",
+	opBatchSubmit: "Batcher.Submit",
+	opBatchDo:     "Batcher.Do",
 }
 
 func (o op) String() string { return opNames[o] }
@@ -43,14 +47,16 @@ const backoffMax = 500 * time.Microsecond
 
 // opWeights is the mix of steps, in percent.
 var opWeights = [numOps]int{
-	opDo:       24,
-	opCall:     5,
-	opSubmit:   25,
-	opDoMany:   15,
-	opDoShared: 23,
-	opGo:       5,
-	opGate:     2,
-	opRing:     1,
+	opDo:          24,
+	opCall:        5,
+	opSubmit:      23,
+	opDoMany:      15,
+	opDoShared:    21,
+	opGo:          5,
+	opGate:        2,
+	opRing:        1,
+	opBatchSubmit: 3,
+	opBatchDo:     1,
 }
 
 // producer is one goroutine of load. Its random source and its queue-wait
@@ -110,6 +116,8 @@ func (p *producer) step(g *generation) (closed bool) {
 		return p.goBatch(g)
 	case opRing:
 		return p.ring(g)
+	case opBatchSubmit:
+		return p.messages(g)
 	case opDoMany:
 		keys := p.distinctKeys(2 + p.r.IntN(2))
 		return p.call(g, o, keys, nil, 0)
@@ -151,7 +159,8 @@ func (p *producer) context() (context.Context, context.CancelFunc) {
 }
 
 // newTask draws a task's behaviour: mostly quick, else slow (0–2 ms), an
-// error, a panic or a runtime.Goexit.
+// error, a panic or a runtime.Goexit; for a Batcher message, what it makes
+// its batch do (see messageBehaviour), and no nested call.
 func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context) *task {
 	t := &task{
 		id:     p.h.nextID.Add(1),
@@ -162,6 +171,10 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 		keys:   keys,
 		shared: o == opDoShared,
 		ctx:    ctx,
+	}
+	if o == opBatchSubmit || o == opBatchDo {
+		t.do, t.nap = p.messageBehaviour()
+		return t
 	}
 	switch x := p.r.IntN(100); {
 	case x < 78:
@@ -210,9 +223,9 @@ func nestedOp(x int) op {
 	return opDoMany
 }
 
-// call makes one blocking call (Do, Call, DoShared or DoMany) and checks its
-// result. streams and seq place it in a batch's FIFO streams (nil outside a
-// batch).
+// call makes one blocking call (Do, Call, DoShared, DoMany or Batcher.Do)
+// and checks its result. streams and seq place it in a batch's FIFO streams
+// (nil outside a batch).
 //
 // If fn may end through runtime.Goexit (see task.mayExit), the call is made
 // from a goroutine of its own, which the producer waits for: a fn that runs
@@ -268,6 +281,8 @@ func (p *producer) invoke(g *generation, t *task, keys []int) (closed bool) {
 		err = g.e.DoShared(ctx, keys[0], fn)
 	case opDoMany:
 		err = g.e.DoMany(ctx, keys, fn)
+	case opBatchDo:
+		err = g.batcher.Do(ctx, keys[0], t)
 	}
 	returned = true
 	p.h.settle(t, err, v, t.kind == opCall)
@@ -329,28 +344,62 @@ type submitted struct {
 // blocking call on the same keys, then waits for them in random order.
 // Each key's submissions form a FIFO stream.
 func (p *producer) batch(g *generation) (closed bool) {
-	keys := p.distinctKeys(1 + p.r.IntN(3))
-	streams := make([]*stream, len(keys))
-	for i := range streams {
-		streams[i] = new(stream)
+	s := p.submitMany(g, opSubmit, 3, 8)
+	if p.r.IntN(3) == 0 {
+		// A blocking call after the Submits: it must start after them.
+		switch i := p.r.IntN(len(s.keys)); p.r.IntN(3) {
+		case 0:
+			p.follow(g, s, opDo, i)
+		case 1:
+			p.follow(g, s, opDoShared, i)
+		default:
+			p.follow(g, s, opDoMany, -1)
+		}
 	}
-	n := 2 + p.r.IntN(7)
-	subs := make([]submitted, 0, n)
-	var seq int64
+	return p.awaitAll(g, s)
+}
+
+// submissions are a step's Submits (or Batcher.Submits) over a few keys,
+// each key a FIFO stream of the producer's.
+type submissions struct {
+	keys    []int
+	streams []*stream // one per key
+	seq     int64     // the last submission's place in its stream
+	subs    []submitted
+	closed  bool // a call met ErrClosed
+}
+
+// submitMany submits 2 to maxN tasks of kind o (opSubmit, or opBatchSubmit
+// for Batcher messages) over 1 to maxKeys distinct keys. One accepted task
+// in twenty has its ctx canceled at once, most likely while it is queued.
+func (p *producer) submitMany(g *generation, o op, maxKeys, maxN int) *submissions {
+	keys := p.distinctKeys(1 + p.r.IntN(maxKeys))
+	s := &submissions{keys: keys, streams: make([]*stream, len(keys))}
+	for i := range s.streams {
+		s.streams[i] = new(stream)
+	}
+	n := 2 + p.r.IntN(maxN-1)
+	s.subs = make([]submitted, 0, n)
 	for range n {
 		i := p.r.IntN(len(keys))
 		ctx, cancel := p.context()
-		seq++
-		t := p.newTask(g, opSubmit, keys[i:i+1], ctx)
-		t.streams, t.seq = streams[i:i+1], seq
+		s.seq++
+		t := p.newTask(g, o, keys[i:i+1], ctx)
+		t.streams, t.seq = s.streams[i:i+1], s.seq
 		t.submitted = time.Now()
 		g.calls.Add(1)
-		tk, err := g.e.Submit(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
+		var tk *executor.Task
+		var err error
+		if o == opBatchSubmit {
+			tk, err = g.batcher.Submit(ctx, keys[i], t)
+		} else {
+			tk, err = g.e.Submit(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
+		}
 		if err != nil {
 			p.h.settle(t, err, 0, false)
 			g.returns.Add(1)
 			cancel()
-			closed = closed || errors.Is(err, executor.ErrClosed)
+			s.closed = s.closed || errors.Is(err, executor.ErrClosed)
 			continue
 		}
 		g.accepted.Add(1)
@@ -358,26 +407,31 @@ func (p *producer) batch(g *generation) (closed bool) {
 		if p.r.IntN(20) == 0 {
 			cancel() // most likely while queued
 		}
-		subs = append(subs, submitted{t, tk, cancel})
+		s.subs = append(s.subs, submitted{t, tk, cancel})
 	}
-	if p.r.IntN(3) == 0 {
-		// A blocking call after the Submits: it must start after them.
-		seq++
-		switch i := p.r.IntN(len(keys)); p.r.IntN(3) {
-		case 0:
-			closed = p.call(g, opDo, keys[i:i+1], streams[i:i+1], seq) || closed
-		case 1:
-			closed = p.call(g, opDoShared, keys[i:i+1], streams[i:i+1], seq) || closed
-		default:
-			closed = p.call(g, opDoMany, keys, streams, seq) || closed
-		}
+	return s
+}
+
+// follow makes a blocking call of kind o after s's submissions, on key i
+// of s, or on all its keys if i < 0: it must start after them.
+func (p *producer) follow(g *generation, s *submissions, o op, i int) {
+	s.seq++
+	keys, streams := s.keys, s.streams
+	if i >= 0 {
+		keys, streams = keys[i:i+1], streams[i:i+1]
 	}
-	p.r.Shuffle(len(subs), func(i, j int) { subs[i], subs[j] = subs[j], subs[i] })
-	for _, s := range subs {
-		p.await(g, s.t, s.tk)
-		s.cancel()
+	s.closed = p.call(g, o, keys, streams, s.seq) || s.closed
+}
+
+// awaitAll waits for s's accepted submissions in random order, and
+// reports whether a call met ErrClosed.
+func (p *producer) awaitAll(g *generation, s *submissions) (closed bool) {
+	p.r.Shuffle(len(s.subs), func(i, j int) { s.subs[i], s.subs[j] = s.subs[j], s.subs[i] })
+	for _, sub := range s.subs {
+		p.await(g, sub.t, sub.tk)
+		sub.cancel()
 	}
-	return closed
+	return s.closed
 }
 
 func isDone(tk *executor.Task) bool {

@@ -45,7 +45,8 @@ type Report struct {
 	ObsPanics   int64 // observer panics the executor recovered
 	ClosedEarly int64 // giving-up Closes that returned while fns of theirs still ran
 
-	Rings RingCounts
+	Rings   RingCounts
+	Batches BatchCounts
 
 	Violations [numInvariants]int64
 	Details    []string  // the first violations, described
@@ -68,6 +69,15 @@ type RingCounts struct {
 	Multi              int64         // rings on the load's keys with more than one ErrDeadlock
 	Leftovers, LeftRan int64         // Tasks of nested Submits whose Wait was refused, awaited by the producer; of those, that ran
 	TimeP50, TimeMax   time.Duration // from the barrier to the members' end
+}
+
+// BatchCounts is what the Batcher's BatchFunc was handed and did.
+type BatchCounts struct {
+	Batches, Messages, Max int64
+	Sizes                  [maxBatch + 1]int64
+	FailedWhole            int64 // batches failed as a whole
+	FailedSingle           int64 // messages failed alone (BatchErrors)
+	Panicked               int64 // batches that panicked
 }
 
 // totals sums the executor's own Stats over every generation.
@@ -141,6 +151,12 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	for i := range r.Rings.Kinds {
 		r.Rings.Kinds[i], r.Rings.ByDeadlock[i] = rs.kinds[i].Load(), rs.refusedKinds[i].Load()
 	}
+	bs := &h.batchSt
+	r.Batches = BatchCounts{Batches: bs.batches.Load(), Messages: bs.messages.Load(), Max: bs.max.Load(),
+		FailedWhole: bs.failedWhole.Load(), FailedSingle: bs.failedSingle.Load(), Panicked: bs.panicked.Load()}
+	for i := range r.Batches.Sizes {
+		r.Batches.Sizes[i] = bs.sizes[i].Load()
+	}
 	for i := range r.Violations {
 		r.Violations[i] = h.v.n[i].Load()
 	}
@@ -190,6 +206,15 @@ func (r *Report) Print(w io.Writer) {
 		count(rc.Busy), count(rc.Ended), count(rc.Reen), count(rc.Multi)))
 	row("  ring time p50 / max", dur(rc.TimeP50)+" / "+dur(rc.TimeMax), fmt.Sprintf("from the barrier to the members' end; %s nested Submits left by a refused Wait, awaited from outside (%s ran)",
 		count(rc.Leftovers), count(rc.LeftRan)))
+	bc := r.Batches
+	mean := 0.0
+	if bc.Batches > 0 {
+		mean = float64(bc.Messages) / float64(bc.Batches)
+	}
+	row("  Batcher batches run", count(bc.Batches), fmt.Sprintf("%s messages, mean %.2f, max %d (WithMaxBatch(%d)), %s of one",
+		count(bc.Messages), mean, bc.Max, maxBatch, count(bc.Sizes[1])))
+	row("  Batcher failures", count(bc.FailedWhole+bc.Panicked), fmt.Sprintf("batches: %s failed whole, %s panicked; %s messages failed alone (BatchErrors)",
+		count(bc.FailedWhole), count(bc.Panicked), count(bc.FailedSingle)))
 	row("  Go calls (fire and forget)", count(r.GoCalls), count(r.GoAccepted)+" accepted")
 	var handled int64
 	for _, n := range r.Handled {

@@ -180,6 +180,7 @@ func TestRings(t *testing.T) {
 	}
 	for _, spec := range []genSpec{
 		{throughput: 4, policy: "FailFast"},
+		{throughput: 4, policy: "FailFast", noObserver: true},
 		{throughput: 4, policy: "Block", perKey: 4, pending: 32},
 		{throughput: 4, policy: "MaxQueueDelay", delay: time.Hour},
 		{throughput: 4, policy: "FailFast", stripes: 256},

@@ -120,6 +120,7 @@ type harness struct {
 	rings     ringPool
 	ringStat  ringStats
 	ringLimit time.Duration // 0: ringLimit (tests shorten it)
+	batchSt   batchStats
 
 	genMu sync.Mutex       // guards gens
 	gens  []executor.Stats // each closed generation's final Stats, for the report
@@ -145,7 +146,9 @@ type generation struct {
 	running atomic.Int64 // fns running now, outside nested calls (the worker bound)
 	live    atomic.Int64 // fns between their start and their end
 
-	obs observer
+	obs observer // the executor's Observer, unless spec.noObserver
+
+	batcher *executor.Batcher[int, *task] // its BatchFunc is harness.runBatch
 
 	// Go: the accepted tasks, and what the error handler was handed that
 	// names no task (see handle).
@@ -171,6 +174,7 @@ type genSpec struct {
 	forced     bool          // closed with a deadline of at most 1 ms
 	closeAfter time.Duration // that deadline
 	twoClosers bool          // Close called from two goroutines at once
+	noObserver bool          // no WithObserver: the executor's paths without one
 }
 
 func (s genSpec) String() string {
@@ -181,6 +185,9 @@ func (s genSpec) String() string {
 	out := fmt.Sprintf("%s per-key=%d pending=%d throughput=%d", p, s.perKey, s.pending, s.throughput)
 	if s.stripes > 0 {
 		out += fmt.Sprintf(" stripes=%d", s.stripes)
+	}
+	if s.noObserver {
+		out += " no-observer"
 	}
 	return out
 }
@@ -224,6 +231,7 @@ func newSpec(n int, policies []string, r *rand.Rand) genSpec {
 	if r.IntN(4) == 0 {
 		s.stripes = 256
 	}
+	s.noObserver = r.IntN(4) == 0
 	return s
 }
 
@@ -320,23 +328,32 @@ func (h *harness) newGeneration(n int, r *rand.Rand) (*generation, error) {
 	return h.startGeneration(n, newSpec(n, h.cfg.Policies, r))
 }
 
-// startGeneration starts generation n's executor as spec says.
+// startGeneration starts generation n's executor, and its Batcher, as spec says.
 func (h *harness) startGeneration(n int, spec genSpec) (*generation, error) {
 	g := &generation{n: n, spec: spec, replaced: make(chan struct{}),
 		occ: make(occupancy, h.keySpace), notRun: map[int]int{}}
 	g.obs.h = h
 	opts := append(spec.options(h.workers),
-		executor.WithObserver(&g.obs),
 		executor.WithErrorHandler(func(key any, err error) { h.handle(g, key, err) }),
 		// fn panics, observer panics and unread failures are the load:
 		// the harness counts them, the log would only drown them.
 		executor.WithLogger(zap.NewNop()))
+	if !spec.noObserver {
+		opts = append(opts, executor.WithObserver(&g.obs))
+	}
 	g.born = time.Now()
 	e, err := executor.New[int](opts...)
 	if err != nil {
 		return nil, fmt.Errorf("soak: generation %d (%s): %w", n, spec, err)
 	}
 	g.e = e
+	g.batcher, err = executor.NewBatcher(e, func(ctx context.Context, key int, msgs []*task) error {
+		return h.runBatch(ctx, g, key, msgs)
+	}, executor.WithMaxBatch(maxBatch))
+	if err != nil {
+		e.Close(context.Background())
+		return nil, fmt.Errorf("soak: generation %d: NewBatcher: %w", n, err)
+	}
 	h.generations.Add(1)
 	return g, nil
 }
@@ -441,7 +458,9 @@ func (h *harness) check(g *generation) {
 	if a := uint64(g.accepted.Load()); s.Submitted < a {
 		h.v.add(Counters, 1, "gen %d (%s): Submitted = %d; the harness had %d Submits accepted", g.n, g.spec, s.Submitted, a)
 	}
-	h.checkObserver(g, s)
+	if !g.spec.noObserver {
+		h.checkObserver(g, s)
+	}
 	h.checkGo(g)
 	if w := h.cfg.Progress; w != nil {
 		how := "drained"

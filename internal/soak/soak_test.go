@@ -62,6 +62,10 @@ func TestSoak(t *testing.T) {
 		{"observer panics", rep.ObsPanics},
 		{"deadlock rings formed", rep.Rings.Formed},
 		{"ErrDeadlock in rings", rep.Rings.Deadlocks},
+		{"batches", rep.Batches.Batches},
+		{"batches of more than one message", rep.Batches.Batches - rep.Batches.Sizes[1]},
+		{"messages failed alone", rep.Batches.FailedSingle},
+		{"batches failed whole", rep.Batches.FailedWhole},
 	} {
 		if c.got <= 0 {
 			t.Errorf("%s: got %d; want > 0", c.what, c.got)

@@ -16,11 +16,12 @@ import (
 type behaviour uint8
 
 const (
-	quick   behaviour = iota // return nil at once
-	slow                     // sleep up to 2 ms, cut short by ctx; return nil or a taskError
-	failing                  // return a taskError
-	panicky                  // panic with a panicValue
-	goexit                   // call runtime.Goexit
+	quick     behaviour = iota // return nil at once
+	slow                       // sleep up to 2 ms, cut short by ctx; return nil or a taskError
+	failing                    // return a taskError
+	panicky                    // panic with a panicValue
+	goexit                     // call runtime.Goexit
+	failBatch                  // a Batcher message that fails its whole batch (see batch.go)
 )
 
 // Bits of task.state.
@@ -51,9 +52,10 @@ type task struct {
 	inner     *task // the nested call fn makes first, if any (see nest)
 	nested    bool  // made from inside another task's fn, with its ctx
 
-	ring   *ring // the deadlock ring this task is a member of (see ring.go)
-	idx    int   // its place in the ring
-	inRing bool  // a ring member's nested call
+	ring   *ring     // the deadlock ring this task is a member of (see ring.go)
+	idx    int       // its place in the ring
+	inRing bool      // a ring member's nested call
+	batch  *batchRun // for a Batcher message, the batch it ran in; written by the BatchFunc
 
 	// For Go: releases ctx once fn has ended (a ctx that is never used
 	// ends by itself within 3 ms), and how often the error handler was
@@ -104,20 +106,20 @@ func (e *taskError) Is(target error) bool { return target == errTask }
 // panicValue is what a panicky task panics with.
 type panicValue struct{ t *task }
 
+// panicValue is the value t's result must carry if its fn panicked: its
+// own, or for a Batcher message that of the message that made its batch
+// panic.
+func (t *task) panicValue() any {
+	if t.batch != nil {
+		return panicValue{t.batch.panicker}
+	}
+	return panicValue{t}
+}
+
 // run is every task's fn.
 func (h *harness) run(ctx context.Context, t *task) error {
-	start := time.Now()
 	g := t.g
-	old := t.state.Or(started)
-	if old&started != 0 {
-		h.v.add(RanTwice, 1, "%s", t)
-	}
-	if old&notRun != 0 {
-		h.v.add(RanAfterCancel, 1, "%s: fn started after its submitter was told it never ran", t)
-	}
-	if t.mustNotRun.Load() {
-		h.v.add(RanAfterCancel, 1, "%s: ctx was canceled while the key was held, yet fn ran", t)
-	}
+	h.begin(t, time.Now())
 	g.live.Add(1)
 	if n := g.running.Add(1); n > int64(h.workers) {
 		h.v.add(OverWorkers, 1, "%s: %d fns running; want at most %d", t, n, h.workers)
@@ -129,11 +131,6 @@ func (h *harness) run(ctx context.Context, t *task) error {
 		if t.streams != nil && !t.streams[i].start(t.seq) {
 			h.v.add(FIFOBreak, 1, "%s: started after a later submission of its producer on key %d", t, k)
 		}
-	}
-	wait := start.Sub(t.submitted)
-	t.p.wait.record(wait)
-	if int64(wait) > h.slowest.Load() {
-		h.noteSlowest(t, wait)
 	}
 	var err error
 	returned := false
@@ -168,6 +165,27 @@ func (h *harness) run(ctx context.Context, t *task) error {
 	err = h.act(ctx, t)
 	returned = true
 	return err
+}
+
+// begin records that t's fn (or, for a Batcher message, its batch)
+// started at start: it must not have started before, nor after its
+// submitter was told it never ran; and its queue wait.
+func (h *harness) begin(t *task, start time.Time) {
+	old := t.state.Or(started)
+	if old&started != 0 {
+		h.v.add(RanTwice, 1, "%s", t)
+	}
+	if old&notRun != 0 {
+		h.v.add(RanAfterCancel, 1, "%s: fn started after its submitter was told it never ran", t)
+	}
+	if t.mustNotRun.Load() {
+		h.v.add(RanAfterCancel, 1, "%s: ctx was canceled while the key was held, yet fn ran", t)
+	}
+	wait := start.Sub(t.submitted)
+	t.p.wait.record(wait)
+	if int64(wait) > h.slowest.Load() {
+		h.noteSlowest(t, wait)
+	}
 }
 
 // act is what fn does once run has recorded its start.
@@ -313,8 +331,8 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 			return
 		}
 		switch {
-		case t.do == panicky:
-			if pe == nil || pe.Value != (panicValue{t}) {
+		case st&panicked != 0:
+			if pe == nil || pe.Value != t.panicValue() {
 				h.v.add(WrongOutcome, 1, "%s: fn panicked, result %v", t, err)
 			}
 			h.panics.Add(1)
@@ -322,7 +340,7 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 			h.v.add(WrongOutcome, 1, "%s: fn returned %v, result %v", t, t.result, err)
 		case checkValue && value != t.id:
 			h.v.add(WrongOutcome, 1, "%s: Call returned value %d", t, value)
-		case err != nil && t.do == failing:
+		case err != nil && (t.do == failing || t.batch != nil):
 			h.failed.Add(1)
 		default:
 			h.ok.Add(1)
