@@ -19,8 +19,14 @@ import (
 //     hold one of its keys, and for every multi-key turn holding one of its
 //     mailboxes or queued ahead of it there (a DoMany holds each key it
 //     reaches the head of while it waits for the others);
+//   - a queued shared turn that will join a shared group (nothing exclusive
+//     holds its key or is queued ahead of it) waits for no task, only for a
+//     worker;
 //   - a turn that runs waits for nothing, unless its task is itself blocked
-//     in a nested wait: then it waits for what that wait waits for;
+//     in a nested wait: then it waits for what that wait waits for. Its task
+//     is found by its context, or, for an exclusive turn, as whoever holds
+//     its keys (a Batcher's batch runs its messages under a context of its
+//     own); a running turn of the caller's own chain closes a cycle at once;
 //   - a task that holds a key and is not blocked waits for nothing: it will
 //     return, and if it later blocks, that wait is checked in turn.
 //
@@ -158,19 +164,39 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 		}
 		seen[t] = struct{}{}
 		c := jobOf[K](t).ctx
+		keys := c.keys()
+		if c.multi == nil {
+			keys = []K{c.key}
+		}
 		switch t.State() {
 		case mailbox.Queued, mailbox.Staged:
 		case mailbox.Running:
+			if e.inChain(ctx, c) {
+				return true // the wait is on the caller's own task
+			}
 			if b := e.waits.of[c]; b != nil {
 				follow(b)
+				continue
+			}
+			if t.Shared() {
+				continue // other holders of a shared key are not its task
+			}
+			// An exclusive turn's task is whoever holds its keys: a batch
+			// of messages, say, blocked under the batch's context.
+			for _, k := range keys {
+				if e.held(ctx, k) {
+					return true
+				}
+				for _, b := range e.waits.byKey[e.file(k)] {
+					follow(b)
+				}
 			}
 			continue
 		default:
 			continue // granted (it runs as soon as a slot is free), or ended
 		}
-		keys := c.keys()
-		if c.multi == nil {
-			keys = []K{c.key}
+		if t.Shared() && t.JoinsShared() {
+			continue // it joins a shared group: it waits for a worker, no task
 		}
 		for _, k := range keys {
 			if e.held(ctx, k) {
@@ -181,6 +207,16 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			}
 		}
 		t.EachWaitedMany(func(o *mailbox.Turn) { work = append(work, o) })
+	}
+	return false
+}
+
+// inChain reports whether c is one of the running tasks of e marked in ctx.
+func (e *Executor[K]) inChain(ctx context.Context, c *taskCtx[K]) bool {
+	for o := range e.chain(ctx) {
+		if o == c {
+			return true
+		}
 	}
 	return false
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -265,4 +267,142 @@ func TestDeadlockOutsideCallsUnchecked(t *testing.T) {
 	if err := recv(t, "Do", done); err != nil {
 		t.Errorf("outside Do: got %v; want nil", err)
 	}
+}
+
+// TestDeadlockThroughBatch: task O on "a" waits (Task.Wait, its own
+// ctx) for a Batcher message M that runs in a batch; the batch's fn then
+// calls Do on "a". That closes a cycle (O -> M's batch -> O): the batch runs
+// under a context of its own, so the search finds its wait through the key
+// the running message holds.
+func TestDeadlockThroughBatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(4))
+		gate := make(chan struct{})
+		batchStarted := make(chan struct{})
+		batchErr := make(chan error, 1)
+		b, _ := executor.NewBatcher(e, func(ctx context.Context, key string, msgs []int) error {
+			close(batchStarted)
+			<-gate
+			batchErr <- e.Do(ctx, "a", func(context.Context) error { return nil })
+			return nil
+		})
+		msgc := make(chan *executor.Task, 1)
+		waitErr := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(bg, time.Minute) // bounds the hang
+		defer cancel()
+		o, _ := e.Submit(bg, "a", func(ctx context.Context) error {
+			m := <-msgc
+			ctx, stop := context.WithCancel(ctx)
+			defer stop()
+			context.AfterFunc(wctx, stop)
+			waitErr <- m.Wait(ctx)
+			return nil
+		})
+		m, _ := b.Submit(bg, "k", 1)
+		<-batchStarted
+		msgc <- m
+		synctest.Wait() // O waits for M
+		close(gate)     // the batch calls Do(a): a cycle
+		errO := <-waitErr
+		errB := <-batchErr
+		_ = o.Wait(bg)
+		if !errors.Is(errO, executor.ErrDeadlock) && !errors.Is(errB, executor.ErrDeadlock) {
+			t.Errorf("O's Wait: %v; the batch's Do: %v; want ErrDeadlock for one of them (they waited until a ctx ended)", errO, errB)
+		}
+		_ = e.Close(bg)
+	})
+}
+
+// TestNoFalseDeadlockSharedJoin: a nested DoShared queued behind a
+// shared call that waits only for a worker joins the shared group as soon
+// as a worker drives the key; it waits for no task, so it is not refused,
+// although the group's holder S is blocked on the caller's key.
+func TestNoFalseDeadlockSharedJoin(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(2))
+		nop := func(context.Context) error { return nil }
+		aGo := make(chan struct{})
+		aErr := make(chan error, 1)
+		// A holds x (worker 1).
+		a, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			<-aGo
+			aErr <- e.DoShared(ctx, "y", nop)
+			return nil
+		})
+		synctest.Wait()
+		// S holds y shared, inline on its caller (worker 2), and calls
+		// Do(x): it waits for A and lends its worker.
+		sErr := make(chan error, 1)
+		go func() { sErr <- e.DoShared(bg, "y", func(ctx context.Context) error { return e.Do(ctx, "x", nop) }) }()
+		synctest.Wait()
+		// B takes the lent worker.
+		bGo := make(chan struct{})
+		bt, _ := e.Submit(bg, "z", func(context.Context) error { <-bGo; return nil })
+		synctest.Wait()
+		// T2, a shared call on y from outside, finds no worker: it is
+		// queued, waiting only for one.
+		t2 := make(chan error, 1)
+		go func() { t2 <- e.DoShared(bg, "y", nop) }()
+		synctest.Wait()
+		// A's DoShared(y) queues behind T2; it will join S's group.
+		close(aGo)
+		synctest.Wait()
+		close(bGo)
+		if err := <-aErr; err != nil {
+			t.Errorf("A's nested DoShared on y, which joins a shared group: got %v; want nil", err)
+		}
+		_ = a.Wait(bg)
+		_ = bt.Wait(bg)
+		<-sErr
+		<-t2
+		_ = e.Close(bg)
+	})
+}
+
+// TestDeadlockThroughCallersTask: task X (on "x") waits with its own
+// ctx for the Task of task O (on "a"); then O calls Do on "x". That closes
+// a cycle (O -> X -> O): the search meets X's wait on O's running turn,
+// which is the caller's own task (not filed yet: its wait is the one being
+// checked). In the other order (O's Do first, then X's Wait) X's Wait is
+// refused.
+func TestDeadlockThroughCallersTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(4))
+		nop := func(context.Context) error { return nil }
+		wctx, cancel := context.WithTimeout(bg, time.Minute) // bounds the hang
+		defer cancel()
+		bounded := func(ctx context.Context) (context.Context, func()) {
+			ctx, stop := context.WithCancel(ctx)
+			context.AfterFunc(wctx, stop)
+			return ctx, stop
+		}
+		oGo := make(chan struct{})
+		oErr := make(chan error, 1)
+		o, _ := e.Submit(bg, "a", func(ctx context.Context) error {
+			<-oGo
+			ctx, stop := bounded(ctx)
+			defer stop()
+			oErr <- e.Do(ctx, "x", nop)
+			return nil
+		})
+		xErr := make(chan error, 1)
+		x, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			ctx, stop := bounded(ctx)
+			defer stop()
+			xErr <- o.Wait(ctx)
+			return nil
+		})
+		synctest.Wait() // X waits for O
+		close(oGo)      // O calls into x: a cycle
+		errO := <-oErr
+		errX := <-xErr
+		_, _ = o.Wait(bg), x.Wait(bg)
+		if !errors.Is(errO, executor.ErrDeadlock) && !errors.Is(errX, executor.ErrDeadlock) {
+			t.Errorf("O's Do: %v; X's Wait: %v; want ErrDeadlock for one of them (they waited until a ctx ended)", errO, errX)
+		}
+		_ = e.Close(bg)
+	})
 }

@@ -310,6 +310,29 @@ func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 	}
 }
 
+// JoinsShared reports whether t, a queued single-key shared turn, will be
+// granted without waiting for any task: nothing holds its mailbox
+// exclusively (nor a drive loop's batch) and every turn queued ahead of it is
+// shared too, so it joins the shared group, needing only a worker.
+func (t *Turn) JoinsShared() bool {
+	e := &t.one
+	m := e.m
+	if t.many != nil || !e.shared || m == nil {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !e.queued || m.holder != nil {
+		return false
+	}
+	for o := m.queue.head; o != nil && o != e; o = o.next {
+		if !o.shared {
+			return false
+		}
+	}
+	return true
+}
+
 func (e *Entry) eachWaitedMany(f func(o *Turn)) {
 	m := e.m
 	if m == nil {
