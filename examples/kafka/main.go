@@ -242,7 +242,9 @@ func (h *handler) result(mode string) result {
 	return result{mode: mode, join: h.first.Sub(h.start), handling: h.end.Sub(h.first), violations: h.violations}
 }
 
-// consumePerkey is the key-ordered consumer: package kafka.
+// consumePerkey is the key-ordered consumer: package kafka. (For a sink
+// cheaper in bulk, Config.BatchHandler takes a key's ready records in one
+// call.)
 func consumePerkey(ctx context.Context, brokers []string, group, topic string, cfg config, h *handler) error {
 	c, err := kafka.NewConsumer(kafka.Config{
 		Brokers: brokers,
