@@ -19,6 +19,10 @@ import (
 //     hold one of its keys, and for every multi-key turn holding one of its
 //     mailboxes or queued ahead of it there (a DoMany holds each key it
 //     reaches the head of while it waits for the others);
+//   - a turn parked for room (backpressure.Block) waits for the key's
+//     holder if one task (or a batch) holds the key exclusively, since room
+//     comes only once it ends; behind shared holders it waits for no task in
+//     particular (any of them may give room), so it adds no edge;
 //   - a queued shared turn that will join a shared group (nothing exclusive
 //     holds its key or is queued ahead of it) waits for no task, only for a
 //     worker;
@@ -194,6 +198,25 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			continue
 		default:
 			continue // granted (it runs as soon as a slot is free), or ended
+		}
+		if parked, exclusive := t.ParkedBehind(); parked {
+			// Waiting for room, which any pending task of the key can
+			// give. Only behind an exclusive holder is that one task's to
+			// give (the queued ones wait for it too); behind shared holders
+			// or a moving queue, room may come from a task that waits for
+			// nothing: no edge.
+			if !exclusive {
+				continue
+			}
+			for _, k := range keys {
+				if e.held(ctx, k) {
+					return true
+				}
+				for _, b := range e.waits.byKey[e.file(k)] {
+					follow(b)
+				}
+			}
+			continue
 		}
 		if t.Shared() && t.JoinsShared() {
 			continue // it joins a shared group: it waits for a worker, no task

@@ -406,3 +406,42 @@ func TestDeadlockThroughCallersTask(t *testing.T) {
 		_ = e.Close(bg)
 	})
 }
+
+// TestNoFalseDeadlockParkedShared: under Block, a nested DoShared that
+// waits for key room on a key two shared calls hold, one of them (S1)
+// blocked on the caller's key, closes no cycle: once S2 returns there is
+// room, and the call joins S1's shared group without waiting for S1. It is
+// not refused.
+func TestNoFalseDeadlockParkedShared(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(4), executor.WithMaxQueuePerKey(2),
+			executor.WithPolicy(backpressure.Block()))
+		nop := func(context.Context) error { return nil }
+		aGo := make(chan struct{})
+		aErr := make(chan error, 1)
+		a, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			<-aGo
+			aErr <- e.DoShared(ctx, "y", nop) // waits for room on y
+			return nil
+		})
+		synctest.Wait()
+		s1 := make(chan error, 1)
+		go func() { s1 <- e.DoShared(bg, "y", func(ctx context.Context) error { return e.Do(ctx, "x", nop) }) }()
+		synctest.Wait() // S1 holds y shared and waits for A
+		s2Go := make(chan struct{})
+		s2 := make(chan error, 1)
+		go func() { s2 <- e.DoShared(bg, "y", func(context.Context) error { <-s2Go; return nil }) }()
+		synctest.Wait() // S2 joins S1: y is at its cap
+		close(aGo)
+		synctest.Wait() // A's DoShared waits for room on y
+		close(s2Go)     // room: A's call can join S1's group
+		if err := <-aErr; err != nil {
+			t.Errorf("A's nested DoShared on y, which gets room once S2 returns and then joins S1: got %v; want nil", err)
+		}
+		_ = a.Wait(bg)
+		<-s1
+		<-s2
+		_ = e.Close(bg)
+	})
+}

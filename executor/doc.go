@@ -57,7 +57,8 @@
 // Tasks that call into each other's keys can wait in a cycle: a task on a
 // calls Do on b while the task on b calls Do on a, or a ring of any length,
 // through Do, DoShared, DoMany, Task.Wait, a DoMany holding one key while it
-// waits for another, or a wait for room under backpressure.Block. The nested
+// waits for another, or a wait for room under backpressure.Block on a key
+// one task holds exclusively. The nested
 // call that would close such a cycle returns ErrDeadlock at once (a Do,
 // DoShared or DoMany refused so never runs its fn and counts as canceled);
 // its task can then return, and the other tasks of the cycle go ahead. A

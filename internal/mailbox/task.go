@@ -310,6 +310,21 @@ func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 	}
 }
 
+// ParkedBehind reports whether t, a single-key turn, waits for room in its
+// mailbox's waiting room (parked), and if so whether the mailbox is held
+// exclusively (by one task, or a drive loop's batch): then room comes only
+// once that holder ends, since every queued turn waits for it too.
+func (t *Turn) ParkedBehind() (parked, exclusive bool) {
+	e := &t.one
+	m := e.m
+	if t.many != nil || m == nil {
+		return false, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.parked, e.parked && m.holder != nil
+}
+
 // JoinsShared reports whether t, a queued single-key shared turn, will be
 // granted without waiting for any task: nothing holds its mailbox
 // exclusively (nor a drive loop's batch) and every turn queued ahead of it is
