@@ -96,15 +96,16 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 			return false, nil
 		}
 	}
-	defer e.unblock(b)
 	lent = outer.lend(e.runner)
 	select {
 	case <-j.done:
+		e.unblock(b)
 		e.observeAccepted()
 		return lent, nil
 	case <-ctx.Done():
 	case <-e.closing:
 	}
+	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {
 		<-j.done            // admitted meanwhile (Admit has sent)
 		e.observeAccepted() // the caller's wait sees ctx

@@ -81,6 +81,10 @@ func WithMaxBatch(n int) BatchOption {
 // the key goes on. A message submitted on an idle key with a free slot
 // (Do) may run alone at once, as Do's fn would.
 //
+// In striped mode (executor.WithStripes) messages of keys that share a
+// stripe may be queued back to back: they go to one run of the stripe, one
+// BatchFunc call per key in order, and end together when the run does.
+//
 // There is no linger: a batch holds what is queued when it starts, so a
 // lightly loaded key runs each message at once, and batches grow with the
 // backlog. All methods are safe for concurrent use.

@@ -47,7 +47,10 @@ import (
 // What it cannot see: waits outside the executor (a channel, another
 // executor, a mutex), and nested calls made with a detached ctx (they are
 // calls from outside any task). A DoMany polling for room under
-// backpressure.Block does not take part (it holds nothing while it polls).
+// backpressure.Block does not take part (it holds nothing while it polls),
+// nor does a wait for room behind shared holders: room may come from any of
+// them, and the check does not prove that every one waits for the caller,
+// so such a cycle lasts until a ctx ends (it is never a false refusal).
 
 // waits is the set of nested waits in progress.
 type waits[K comparable] struct {

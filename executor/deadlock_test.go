@@ -445,3 +445,48 @@ func TestNoFalseDeadlockParkedShared(t *testing.T) {
 		_ = e.Close(bg)
 	})
 }
+
+// TestNoFalseDeadlockAfterWaitEnds: task O (on "a") waits with its ctx
+// for task X's Task, lending its worker, which B takes; O's ctx ends, so
+// its Wait returns, and O waits for a worker again (X and B have both). X
+// then calls Do on "a": it waits for O, and O waits only for a worker (B
+// will give one back). No cycle: O's wait is unfiled as soon as it ends,
+// before O takes its worker back, so X's call is not refused.
+func TestNoFalseDeadlockAfterWaitEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(2))
+		nop := func(context.Context) error { return nil }
+		xGo := make(chan struct{})
+		xErr := make(chan error, 1)
+		x, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			<-xGo
+			xErr <- e.Do(ctx, "a", nop)
+			return nil
+		})
+		oCtx, oCancel := context.WithCancel(bg)
+		oErr := make(chan error, 1)
+		o, _ := e.Submit(bg, "a", func(ctx context.Context) error {
+			ctx, stop := context.WithCancel(ctx)
+			defer stop()
+			context.AfterFunc(oCtx, stop)
+			oErr <- x.Wait(ctx)
+			return nil
+		})
+		synctest.Wait() // O waits for X, its worker lent
+		bGo := make(chan struct{})
+		b, _ := e.Submit(bg, "b", func(context.Context) error { <-bGo; return nil })
+		synctest.Wait() // B has O's worker
+		oCancel()
+		synctest.Wait() // O's Wait has ended; O waits for a worker
+		close(xGo)
+		synctest.Wait()
+		close(bGo)
+		if err := <-xErr; err != nil {
+			t.Errorf("X's nested Do on a, whose holder O waits only for a worker: got %v; want nil", err)
+		}
+		<-oErr
+		_, _, _ = o.Wait(bg), x.Wait(bg), b.Wait(bg)
+		_ = e.Close(bg)
+	})
+}

@@ -307,8 +307,10 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 			<-j.done
 		}
 	}
-	outer.unlend(e.runner, lent)
+	// No longer waiting for j: unfiled before taking the slot back, which
+	// waits only for a worker, never for a task (see deadlock.go).
 	e.unblock(b)
+	outer.unlend(e.runner, lent)
 	err := j.err
 	e.recycle(j)
 	return err

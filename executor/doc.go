@@ -68,7 +68,8 @@
 // lock and a walk of the waits it would join. What it cannot see: waits
 // outside this executor (a channel, a mutex, another executor), nested
 // calls made with a detached ctx (they are calls from outside any task),
-// and a DoMany polling for room under Block. A task that will need b is
+// a DoMany polling for room under Block, and a wait for room under Block
+// behind shared holders (room may come from any of them). A task that will need b is
 // still best off taking it up front, with a, in one DoMany.
 //
 // # Hostile callers

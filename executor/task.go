@@ -265,5 +265,5 @@ func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Turn) (func(), e
 		return nil, err
 	}
 	lent := outer.lend(e.runner)
-	return func() { outer.unlend(e.runner, lent); e.unblock(b) }, nil
+	return func() { e.unblock(b); outer.unlend(e.runner, lent) }, nil
 }
