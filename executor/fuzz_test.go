@@ -49,6 +49,27 @@ import (
 // exactly once with its key, and nothing else may; its own return says only
 // whether it was accepted.
 //
+// Two more modes ride on an extension byte, read after the header when the
+// global cap byte has 0x08 without 0x10 or 0x20 (b&0x38 == 0x08, which no
+// input before them had): its bits pick them.
+//
+//   - Wait-for (0x01, with nesting): the model knows the wait-for graph
+//     (see waitsOn) and expects a nested call to be refused with
+//     ErrDeadlock exactly when its wait would close a cycle, and no other
+//     to be; nested calls then also include Task.Wait on a Submit's Task
+//     (and with batching, Batcher.Do), the calls it used to skip are made,
+//     and cancel can end a nested Wait. A wait whose cycle the executor
+//     cannot see (see wouldClose) is not made.
+//   - Batching (0x02; (b>>2)&3 picks WithMaxBatch from 1 to 4): ops 0 and
+//     1 with 0x08 are Batcher.Submit and Batcher.Do, messages that the
+//     model batches as the drive loop must (see fuzzDrive): a batch is the
+//     consecutive messages at the head of the key's queue when the loop
+//     detaches them, at most the max, cut by any other task; each
+//     message ends with the batch's outcome, which its first message's
+//     behavior picks (0: per message, 0x40 on a message's behavior byte
+//     fails it through BatchErrors; 1: the whole batch fails; 2: panic;
+//     3: runtime.Goexit), and one canceled while queued is left out.
+//
 // Every task body blocks on its own gate until the driver releases it, and
 // the whole run happens in a synctest bubble: after each operation
 // synctest.Wait returns only once every goroutine is blocked, so the
@@ -133,6 +154,62 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x41, 0x40, 0, 0x80, 0, 0, 0x20, 6, 0, 1, 3, 0, 5, 0})
 	f.Add([]byte{1, 0x40, 0, 0x80, 0, 0, 3, 0, 0, 0, 7, 1, 5, 0})
 	f.Add([]byte{2, 0x40, 0, 0x80, 2, 0, 3, 2, 0, 0, 5, 0, 5, 0})
+	// Wait-for (0x08 on the global cap, without 0x10 and 0x20, and an
+	// extension byte with 0x01; nesting on): rings of 2 and 3 tasks, one
+	// of whose nested Dos is refused with ErrDeadlock, after which the
+	// others go ahead once its task returns; a Task.Wait on a task that
+	// waits for the waiter (refused), and the other order, where the Do
+	// that closes the cycle waits on the caller's own Task (refused); a
+	// DoMany from outside holding one key while it waits for the other;
+	// a nested DoMany; chains a -> b -> c, a wait behind queued tasks and a
+	// Wait on a task in a chain, none refused; under Block a wait for key
+	// room in the cycle; a nested DoShared queued behind a shared call that
+	// waits for a worker, which joins the shared group (not refused); under
+	// Block, waits for room on a key two shared calls hold, one of them
+	// blocked on the caller: a DoShared, not refused, which joins once the
+	// other returns; a Do, refused once it is in; and, with both shared
+	// calls blocked, a Do whose cycle the executor cannot see (skipped).
+	f.Add([]byte{0x40, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 6, 0, 1, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 0, 2, 0, 6, 0, 1, 0, 0, 6, 0, 2, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 6, 0, 1, 0, 0, 6, 0, 0, 0, 3, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 6, 1, 0, 0, 3, 0, 6, 0, 1, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 1, 0, 3, 0, 0, 1, 0, 2, 0, 6, 1, 0, 0, 0, 6, 0, 2, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 6, 0, 1, 0, 2, 2, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 0, 0, 0, 1, 0, 0, 2, 0, 6, 0, 1, 0, 0, 6, 0, 2, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 2, 0, 6, 1, 0, 0, 0, 6, 1, 2, 0, 3, 2, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x80, 2, 0x08, 1, 0, 0, 0, 0, 1, 0, 0, 1, 0, 6, 0, 1, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x40, 0, 0, 0x08, 1, 0, 0, 0, 2, 1, 0, 6, 1, 0, 0, 0, 0, 2, 0, 2, 1, 0, 6, 0, 1, 0, 1, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x80, 2, 0x08, 1, 0, 0, 0, 2, 1, 0, 6, 1, 0, 0, 0, 2, 1, 0, 6, 0, 1, 0, 1, 5, 1, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x80, 2, 0x08, 1, 0, 0, 0, 2, 1, 0, 6, 1, 0, 0, 0, 2, 1, 0, 6, 0, 1, 0, 0, 5, 1, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0x80, 2, 0x08, 1, 0, 0, 0, 2, 1, 0, 6, 1, 0, 0, 0, 2, 1, 0, 6, 1, 0, 0, 0, 6, 0, 1, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	// Batching (the extension byte's 0x02; 0x08 more: WithMaxBatch(3)):
+	// five messages behind a busy key in batches of 3 and 2; a Submit
+	// between messages splits them; per-message failure, a whole batch's
+	// error, a panic; a message canceled while queued is left out; with
+	// WithThroughput(3) a message queued behind a detached batch waits for
+	// the next; striped, one run of messages of two keys, one call per key;
+	// striped and exiting, a Goexit in a run's first call ends the later
+	// one's messages unrun; Batcher.Do alone inline, then queued with
+	// others; under Block a message waiting for key room joins the batch;
+	// a giving-up Close with messages queued.
+	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 1, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 2, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 4, 2, 5, 0, 5, 0})
+	f.Add([]byte{0, 2, 0, 0x08, 0x0a, 0, 1, 0, 0, 0, 0, 0x08, 0, 0, 5, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x80, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 1, 0, 0x08, 1, 0, 0x08, 0, 0, 0x08, 2, 0, 5, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x80, 0x40, 0, 0x88, 0x0a, 0, 0, 0, 0x08, 1, 3, 0x08, 1, 0, 0x08, 0, 0, 0x08, 2, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{1, 0, 0, 0x08, 0x0a, 0x09, 0, 0, 5, 0, 0, 0, 0, 0x09, 0, 0, 0x09, 0, 0x40, 0x08, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{1, 0x80, 2, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{1, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 7, 1, 5, 0})
+	// Both (0x03 and WithMaxBatch(3)): a nested call from inside a batch's
+	// fn; a cycle through a batch blocked in a nested Do (refused); a Wait
+	// on a running message whose batch then calls into the waiter's key
+	// (refused); a nested Batcher.Do alone inline, then riding in a batch.
+	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 0, 0, 0x08, 0, 0, 5, 0, 6, 0, 1, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 1, 1, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 0, 0, 0, 3, 1, 6, 0, 1, 0, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 0, 0, 6, 0, 1, 0x40, 4, 5, 0, 0, 1, 0, 0x08, 1, 0, 6, 0, 1, 0, 4, 5, 1, 5, 0, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -190,6 +267,16 @@ type fuzzTask struct {
 	inner       *fuzzTask       // the nested call the body is in, until its result is read
 	trigger     context.Context // a nested call's: its ctx ends when this does
 	ctxCanceled bool            // the ctx fn got has ended (its caller's, or an outer one's)
+
+	// Wait-for mode: a nested Task.Wait's task, what it waits for.
+	waitOn *fuzzTask
+
+	// Batching mode.
+	msg     bool        // a Batcher message (Batcher.Submit, Batcher.Do)
+	msgFail bool        // fails itself (BatchErrors) in a batch whose first message has behavior 0
+	lead    *fuzzTask   // the first message of the BatchFunc call it ran in (itself, if it led)
+	batch   []*fuzzTask // the messages of the call it led, in order
+	claimed bool        // taken into a run of its group whose call for its key has not come yet (striped)
 }
 
 // Waiting rooms of a blocking executor.
@@ -203,6 +290,13 @@ type fuzzStartFlags struct {
 	started map[int]int    // task id -> times started
 	ranOn   map[int]uint64 // task id -> the goroutine its fn ran on
 	caller  map[int]uint64 // task id -> the goroutine that made its blocking call
+	calls   []fuzzCall     // BatchFunc calls since the last step, in order
+}
+
+// fuzzCall is one call of the Batcher's fn: its key and its messages.
+type fuzzCall struct {
+	key int
+	ids []int
 }
 
 // setCaller records that the calling goroutine makes task id's call.
@@ -256,14 +350,18 @@ type fuzzRun struct {
 	workers, throughput, keyCap, globalCap int
 	striped, block, nesting, nestAll       bool
 	exiting                                bool // behavior 3 (Goexit) and Go
+	waitFor, batching                      bool // the extension byte's modes
+	maxBatch                               int  // WithMaxBatch, batching
 	handler                                fuzzHandler
 	age                                    time.Duration // MaxQueueDelay's d; 0: not aging
 	t0                                     time.Time     // the bubble's clock at the start
 
-	e     *executor.Executor[int]
-	flags *fuzzStartFlags
-	tasks []*fuzzTask
-	queue [fuzzKeys][]*fuzzTask // accepted, not ended, FIFO (striped: all in queue 0)
+	e       *executor.Executor[int]
+	batcher *executor.Batcher[int, *fuzzTask]
+	flags   *fuzzStartFlags
+	drv     [fuzzKeys]fuzzDrive // batching: each queue's drive loop
+	tasks   []*fuzzTask
+	queue   [fuzzKeys][]*fuzzTask // accepted, not ended, FIFO (striped: all in queue 0)
 
 	// Calls waiting for room (blocking mode), FIFO.
 	parkedG []*fuzzTask
@@ -305,7 +403,35 @@ func newFuzzRun(t *testing.T, data []byte) *fuzzRun {
 	}
 	r.nestAll = r.nesting && b&0x80 != 0
 	r.exiting = exiting && b&0x80 != 0
+	if b&0x38 == 0x08 {
+		x := r.next()
+		r.waitFor = r.nesting && x&0x01 != 0
+		r.batching = x&0x02 != 0
+		r.maxBatch = 1 + int(x>>2&3)
+		if r.batching && r.block {
+			// A call handed global room enqueues itself while the drive
+			// loop that gave the room back goes on: which of the two
+			// comes first decides the batch, and is not for the model to
+			// say. Block's global room is fuzzed without batches.
+			r.globalCap = 0
+		}
+	}
 	return r
+}
+
+// nestKinds is how many kinds of nested call the wait-for mode draws
+// from: Do, DoShared, DoMany, Task.Wait and, batching, Batcher.Do.
+func (r *fuzzRun) nestKinds() byte {
+	if r.batching {
+		return 5
+	}
+	return 4
+}
+
+// msgBehavior decodes a message's behavior byte: its behavior (as for any
+// task, from the low bits) and whether it fails itself (0x40).
+func (r *fuzzRun) msgBehavior(b byte) (int, bool) {
+	return int(b&0x0f) % int(r.behaviors()), b&0x40 != 0
 }
 
 // behaviors is how many task behaviors the run draws from.
@@ -352,6 +478,12 @@ func (r *fuzzRun) run() {
 		t.Fatalf("New: %v", err)
 	}
 	r.e = e
+	if r.batching {
+		r.batcher, err = executor.NewBatcher(e, r.batchFn, executor.WithMaxBatch(r.maxBatch))
+		if err != nil {
+			t.Fatalf("NewBatcher: %v", err)
+		}
+	}
 	for step := 0; r.pos < len(r.data); step++ {
 		op := r.next()
 		desc := r.apply(op)
@@ -416,8 +548,14 @@ func (r *fuzzRun) run() {
 func (r *fuzzRun) apply(op byte) string {
 	switch op % 8 {
 	case 0:
+		if r.batching && op&0x08 != 0 {
+			return r.submit("BSubmit")
+		}
 		return r.submit("Submit")
 	case 1:
+		if r.batching && op&0x08 != 0 {
+			return r.submit("BDo")
+		}
 		return r.submit("Do")
 	case 2:
 		return r.submit("DoShared")
@@ -427,6 +565,9 @@ func (r *fuzzRun) apply(op byte) string {
 		// Cancel a task's ctx (queued: withdrawn; running: no effect;
 		// waiting for room: gives up, never accepted).
 		live := append(r.live(), r.parked()...)
+		if r.waitFor {
+			live = append(live, r.waiting()...)
+		}
 		if len(live) == 0 {
 			return "cancel (none)"
 		}
@@ -464,6 +605,10 @@ func (r *fuzzRun) submit(kind string) string {
 	}
 	ft := &fuzzTask{id: len(r.tasks), kind: kind, keys: []int{k}, behavior: int(b % r.behaviors()),
 		gate: make(chan struct{}), nest: make(chan *fuzzTask, 1), ran: r.flags}
+	if kind == "BSubmit" || kind == "BDo" {
+		ft.msg = true
+		ft.behavior, ft.msgFail = r.msgBehavior(b)
+	}
 	if kind == "DoMany" {
 		ft.keys = dedupInts([]int{k, int(r.next() % fuzzKeys)})
 		if r.block && r.keyCap > 0 {
@@ -514,11 +659,14 @@ func (r *fuzzRun) submit(kind string) string {
 		}
 	}
 	r.tasks = append(r.tasks, ft)
-	if (kind == "Submit" || kind == "Go") && !r.block {
+	if (kind == "Submit" || kind == "Go" || kind == "BSubmit") && !r.block {
 		var err error
-		if kind == "Go" {
+		switch kind {
+		case "Go":
 			err = r.e.Go(ctx, k, fn)
-		} else {
+		case "BSubmit":
+			ft.task, err = r.batcher.Submit(ctx, k, ft)
+		default:
 			ft.task, err = r.e.Submit(ctx, k, fn)
 		}
 		if refuse != nil {
@@ -546,7 +694,7 @@ func (r *fuzzRun) submit(kind string) string {
 	} else {
 		ft.result = make(chan error, 1)
 		go func() {
-			if kind != "Submit" {
+			if kind != "Submit" && kind != "BSubmit" {
 				r.flags.setCaller(ft.id) // fn may run on this goroutine
 			}
 			returned := false
@@ -565,6 +713,14 @@ func (r *fuzzRun) submit(kind string) string {
 				if err == nil {
 					err = task.Wait(context.Background())
 				}
+			case "BSubmit":
+				var task *executor.Task
+				task, err = r.batcher.Submit(ctx, k, ft)
+				if err == nil {
+					err = task.Wait(context.Background())
+				}
+			case "BDo":
+				err = r.batcher.Do(ctx, k, ft)
 			case "Do":
 				err = r.e.Do(ctx, k, fn)
 			case "DoShared":
@@ -614,6 +770,57 @@ func (r *fuzzRun) body(ft *fuzzTask) func(context.Context) error {
 	}
 }
 
+// errMsg is the error of a message that fails itself (msgFail).
+var errMsg = errors.New("fuzz: message failed")
+
+// batchFn is the Batcher's fn. It records the call, then serves its first
+// message as body serves a task: its gate ends the call, as that message's
+// behavior says (0: each message succeeds or fails itself, through
+// BatchErrors; 1: the whole batch fails; 2: it panics; 3: it calls
+// runtime.Goexit), and its nest channel makes nested calls with the
+// batch's ctx.
+func (r *fuzzRun) batchFn(ctx context.Context, key int, msgs []*fuzzTask) error {
+	g := goid()
+	ids := make([]int, len(msgs))
+	r.flags.mu.Lock()
+	for i, m := range msgs {
+		ids[i] = m.id
+		r.flags.started[m.id]++
+		r.flags.ranOn[m.id] = g
+	}
+	r.flags.calls = append(r.flags.calls, fuzzCall{key: key, ids: ids})
+	r.flags.mu.Unlock()
+	lead := msgs[0]
+	for {
+		select {
+		case <-lead.gate:
+			switch lead.behavior {
+			case 1:
+				return errTask
+			case 2:
+				panic(lead.id)
+			case 3:
+				runtime.Goexit()
+			}
+			var errs executor.BatchErrors
+			for i, m := range msgs {
+				if m.msgFail {
+					if errs == nil {
+						errs = make(executor.BatchErrors, len(msgs))
+					}
+					errs[i] = errMsg
+				}
+			}
+			if errs != nil {
+				return errs
+			}
+			return nil
+		case in := <-lead.nest:
+			r.nestedCall(ctx, in)
+		}
+	}
+}
+
 // nestedCall makes the nested call in and sends its result; if in's fn
 // runs inline, on this goroutine, and calls runtime.Goexit, the call never
 // returns and the fn making it ends with it.
@@ -640,6 +847,10 @@ func (r *fuzzRun) nested(ctx context.Context, in *fuzzTask) error {
 		return r.e.DoShared(ctx, in.keys[0], r.body(in))
 	case "nested DoMany":
 		return r.e.DoMany(ctx, in.keys, r.body(in))
+	case "nested BDo":
+		return r.batcher.Do(ctx, in.keys[0], in)
+	case "nested Wait":
+		return in.waitOn.task.Wait(ctx)
 	}
 	return r.e.Do(ctx, in.keys[0], r.body(in))
 }
@@ -654,20 +865,31 @@ func (r *fuzzRun) nestCall() string {
 	}
 	o := idle[int(r.next())%len(idle)]
 	k := int(r.next() % fuzzKeys)
+	bb := r.next()
 	in := &fuzzTask{id: len(r.tasks), kind: "nested Do", keys: []int{k},
-		behavior: int(r.next() % r.behaviors()), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
+		behavior: int(bb % r.behaviors()), gate: make(chan struct{}), nest: make(chan *fuzzTask, 1),
 		ran: r.flags, outer: o, result: make(chan error, 1), ctxCanceled: o.ctxCanceled}
-	if r.nestAll {
-		switch r.next() % 3 {
+	if r.nestAll || r.waitFor {
+		kinds := byte(3)
+		if r.waitFor {
+			kinds = r.nestKinds()
+		}
+		switch r.next() % kinds {
 		case 1:
 			in.kind, in.shared = "nested DoShared", true
 		case 2:
 			in.kind, in.keys = "nested DoMany", dedupInts([]int{k, int(r.next() % fuzzKeys)})
+		case 3:
+			return r.nestWait(o, in, r.next())
+		case 4:
+			in.kind, in.msg = "nested BDo", true
+			in.behavior, in.msgFail = r.msgBehavior(bb)
 		}
 		// As in submit: a DoMany polls at a key cap under Block, and under
 		// MaxQueueDelay a granted DoMany or DoShared stops counting as
 		// queued when the model cannot say.
-		if in.kind != "nested Do" && (r.age > 0 || (r.block && r.keyCap > 0 && !in.shared)) {
+		if (in.kind == "nested DoShared" || in.kind == "nested DoMany") &&
+			(r.age > 0 || (r.block && r.keyCap > 0 && !in.shared)) {
 			in.kind, in.keys, in.shared = "nested Do", in.keys[:1], false
 		}
 	}
@@ -728,12 +950,16 @@ func (r *fuzzRun) nestCall() string {
 			refuse = executor.ErrBusy
 		}
 	}
-	if refuse == nil && slices.ContainsFunc(in.qs, func(q int) bool { return r.waitsOnItself(o, q) }) {
-		// A longer cycle of waits, through other tasks' nested calls (see
-		// the package doc): the caller's to avoid, not for the fuzzer.
+	if refuse == nil && !r.waitFor && !r.batching &&
+		slices.ContainsFunc(in.qs, func(q int) bool { return r.waitsOnItself(o, q) }) {
+		// A longer cycle of waits, through other tasks' nested calls:
+		// outside the wait-for mode, not for the fuzzer (see wouldClose).
 		return fmt.Sprintf("task %d: %s on %v skipped: it would wait on its own task", o.id, in.kind, in.keys)
 	}
 	in.trigger, in.cancel = context.WithCancel(context.Background())
+	if refuse == nil && (r.waitFor || r.batching) {
+		return r.nestWaits(o, in)
+	}
 	r.tasks = append(r.tasks, in)
 	o.inner = in
 	o.nest <- in
@@ -745,6 +971,280 @@ func (r *fuzzRun) nestCall() string {
 	what := r.arriveKey(in)
 	in.mustQueue = mustQueue(r, in)
 	return fmt.Sprintf("task %d: %s %d on %v behavior %d%s", o.id, in.kind, in.id, in.keys, in.behavior, what)
+}
+
+// nestWaits makes the nested call in, which nothing refuses before it
+// would wait, in the wait-for or batching mode: it is queued (or waits
+// for key room) and then refused with ErrDeadlock if its wait would close a
+// cycle (see wouldClose). Outside the wait-for mode such a call is skipped.
+func (r *fuzzRun) nestWaits(o, in *fuzzTask) string {
+	what := r.arriveKey(in)
+	cycle, seen := r.wouldClose(in, chainOf(o))
+	switch {
+	case cycle && !seen:
+		r.unarrive(in)
+		return fmt.Sprintf("task %d: %s on %v skipped: it closes a cycle the executor does not see (see wouldClose)", o.id, in.kind, in.keys)
+	case cycle && !r.waitFor:
+		r.unarrive(in)
+		return fmt.Sprintf("task %d: %s on %v skipped: it would wait on its own task", o.id, in.kind, in.keys)
+	}
+	r.tasks = append(r.tasks, in)
+	o.inner = in
+	o.nest <- in
+	if cycle {
+		r.deadlocked(in)
+		return fmt.Sprintf("task %d: %s %d on %v refused with ErrDeadlock", o.id, in.kind, in.id, in.keys)
+	}
+	in.mustQueue = mustQueue(r, in)
+	return fmt.Sprintf("task %d: %s %d on %v behavior %d%s", o.id, in.kind, in.id, in.keys, in.behavior, what)
+}
+
+// nestWait makes o's fn wait, with its ctx, for the Task of a Submit (or a
+// Batcher.Submit) that pick chooses: the wait-for mode's nested Task.Wait.
+// Like a Do it is refused with ErrReentrant on a key o's chain holds, or
+// behind a DoMany that needs one, and with ErrDeadlock if it would close a
+// cycle; unlike a Do it checks nothing else, its ctx last: it returns the
+// task's result once the task ends, or its ctx's error if that ends first.
+func (r *fuzzRun) nestWait(o, in *fuzzTask, pick byte) string {
+	var cands []*fuzzTask
+	for _, ft := range r.tasks {
+		if ft.task != nil {
+			cands = append(cands, ft)
+		}
+	}
+	if len(cands) == 0 || r.gaveUp {
+		// After a giving-up Close, the tasks it dooms end on the drive
+		// loops' schedule, which a Wait would race.
+		return fmt.Sprintf("task %d: nested Wait (none)", o.id)
+	}
+	tg := cands[int(pick)%len(cands)]
+	in.kind, in.keys, in.waitOn = "nested Wait", tg.keys, tg
+	in.trigger, in.cancel = context.WithCancel(context.Background())
+	chain := chainOf(o)
+	holds := func(q int) bool { return chainHoldsQ(chain, q) }
+	ended, refuse := tg.ended, error(nil)
+	switch {
+	case ended:
+		// Its result, at once: Wait checks nothing once the task ended.
+	case slices.ContainsFunc(tg.qs, holds):
+		refuse = executor.ErrReentrant
+	case !tg.started && slices.ContainsFunc(r.ahead(tg, tg.qs[0]), func(t *fuzzTask) bool {
+		return !t.started && len(t.qs) > 1 && slices.ContainsFunc(t.qs, holds)
+	}):
+		refuse = executor.ErrReentrant // queued behind a DoMany that waits for the chain
+	default:
+		cycle, seen := r.wouldClose(tg, chain)
+		switch {
+		case cycle && !seen:
+			return fmt.Sprintf("task %d: nested Wait on %d skipped: it closes a cycle the executor does not see (see wouldClose)", o.id, tg.id)
+		case cycle:
+			refuse = executor.ErrDeadlock
+		case o.ctxCanceled:
+			refuse = context.Canceled
+		}
+	}
+	r.tasks = append(r.tasks, in)
+	o.inner = in
+	o.nest <- in
+	if ended {
+		in.ended, in.want, in.alt = true, tg.want, tg.alt
+		return fmt.Sprintf("task %d: nested Wait %d on ended %d", o.id, in.id, tg.id)
+	}
+	if refuse != nil {
+		in.ended, in.want = true, refuse
+		return fmt.Sprintf("task %d: nested Wait %d on %d refused (%v)", o.id, in.id, tg.id, refuse)
+	}
+	return fmt.Sprintf("task %d: nested Wait %d on %d", o.id, in.id, tg.id)
+}
+
+// deadlocked ends a nested call refused with ErrDeadlock: a queued one was
+// accepted and then withdrawn (canceled); one waiting for room never was.
+func (r *fuzzRun) deadlocked(in *fuzzTask) {
+	if in.park == 0 {
+		r.want.Canceled++
+	}
+	r.end(in, executor.ErrDeadlock)
+}
+
+// unarrive takes back what arriveKey did for a call that is not made.
+func (r *fuzzRun) unarrive(in *fuzzTask) {
+	is := func(o *fuzzTask) bool { return o == in }
+	if in.park == parkKey {
+		r.parkedK[in.qs[0]] = slices.DeleteFunc(r.parkedK[in.qs[0]], is)
+		return
+	}
+	r.want.Submitted--
+	for _, q := range in.qs {
+		r.queue[q] = slices.DeleteFunc(r.queue[q], is)
+	}
+	in.accepted = false
+}
+
+// chainOf is o and the tasks it is nested in: the tasks a wait of o's
+// fn holds up.
+func chainOf(o *fuzzTask) map[*fuzzTask]bool {
+	chain := map[*fuzzTask]bool{}
+	for x := o; x != nil; x = x.outer {
+		chain[x] = true
+	}
+	return chain
+}
+
+// chainHoldsQ reports whether a task of chain holds queue q.
+func chainHoldsQ(chain map[*fuzzTask]bool, q int) bool {
+	for x := range chain {
+		if slices.Contains(x.qs, q) {
+			return true
+		}
+	}
+	return false
+}
+
+// ahead lists the live tasks ahead of ft in queue q.
+func (r *fuzzRun) ahead(ft *fuzzTask, q int) []*fuzzTask {
+	i := slices.Index(r.queue[q], ft)
+	if i < 0 {
+		return nil
+	}
+	return r.queue[q][:i]
+}
+
+// The wait-for graph. A task waits for:
+//
+//   - nothing if it runs and is not blocked in a nested call (it will
+//     return once released); for its nested call's task (or, for a nested
+//     Wait, the task waited for) if it is; a message riding in a batch
+//     waits as the batch does (its first message), and one that ran in a
+//     call before its group's run's last as that run's running call does;
+//   - if queued (or taken into its drive loop's batch, or claimed by its
+//     group's run), for every task ahead of it in each of its queues, but
+//     for a shared task only for the exclusive ones (it joins the shared
+//     ones);
+//   - if waiting for key room, for room: for all the tasks of the key's
+//     queue together, since any one of them leaving lets it in (once in,
+//     it is queued, and its wait is checked again then, as the executor
+//     checks it again);
+//   - for nothing if it waits for global room (nested calls never do) or
+//     has ended.
+//
+// A wait closes a cycle when what it waits for reaches, through these
+// edges, the task making it or one that task is nested in: every one of
+// those waits for it. A task reaches them if one of the tasks it waits for
+// does, but one waiting for room only if all of the key's tasks do.
+
+// blockedOn is what task x, running, waits for: its nested call's.
+func blockedOn(x *fuzzTask) []*fuzzTask {
+	in := x.inner
+	switch {
+	case in == nil || in.ended:
+		return nil
+	case in.waitOn != nil:
+		return []*fuzzTask{in.waitOn}
+	}
+	return []*fuzzTask{in}
+}
+
+// waitsOn lists what ft waits for now (see above).
+func (r *fuzzRun) waitsOn(ft *fuzzTask) []*fuzzTask {
+	switch {
+	case ft.ended:
+		return nil
+	case ft.released:
+		// It ran in a call that is not its group's run's last: it settles
+		// once the run's last call returns (see release).
+		if u := r.unitOf(ft); u != nil {
+			for _, m := range u.tasks {
+				if m.started && !m.released {
+					return []*fuzzTask{m.lead}
+				}
+			}
+		}
+		return nil
+	case ft.started && ft.lead != nil && ft.lead != ft:
+		return []*fuzzTask{ft.lead}
+	case ft.started:
+		return blockedOn(ft)
+	case ft.park != 0 || !ft.accepted:
+		return nil
+	}
+	var out []*fuzzTask
+	for _, q := range ft.qs {
+		for _, o := range r.ahead(ft, q) {
+			if !ft.shared || !o.shared {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+// viaBatch reports whether ft, started, runs as a message of a call of
+// the BatchFunc made by a drive loop (not alone, inline, by Batcher.Do).
+func (ft *fuzzTask) viaBatch() bool { return ft.msg && ft.started && !ft.inline() }
+
+// wouldClose reports whether a wait of chain's innermost task on start (its
+// nested call, just queued or waiting for room, or the task its Wait is
+// on) would close a cycle: whether start waits, through the graph, for a
+// task of chain. The executor decides at the moment the call would wait,
+// which is now: a task that could start before the check (a nested DoMany
+// on free keys, granted by a free worker) waits for nothing either way.
+//
+// seen is whether the executor's search sees the cycle. It counts a wait
+// for room as a wait for the key's holder when one task holds the key
+// exclusively, and as no wait otherwise: behind shared holders that all
+// wait for the chain (a limit the package doc names) or behind a DoMany
+// granted the key but not running (a fault, reported with the change that
+// wrote this) it sees no cycle where the graph has one. The callers do not
+// make such a wait: its tasks would wait until a ctx ends.
+func (r *fuzzRun) wouldClose(start *fuzzTask, chain map[*fuzzTask]bool) (cycle, seen bool) {
+	return r.stuck(start, chain, false)[start], r.stuck(start, chain, true)[start]
+}
+
+// stuck returns the tasks (of the run's, and start) that wait, through the
+// graph, for a task of chain (and those tasks), the least set closed under
+// the rules above; seen: with waits for room as the executor counts them.
+func (r *fuzzRun) stuck(start *fuzzTask, chain map[*fuzzTask]bool, seen bool) map[*fuzzTask]bool {
+	type node struct {
+		ft  *fuzzTask
+		on  []*fuzzTask
+		all bool // stuck only if everything in on is
+	}
+	var nodes []node
+	tasks := r.tasks
+	if !slices.Contains(tasks, start) {
+		tasks = append(slices.Clip(tasks), start) // a call about to be made
+	}
+	for _, ft := range tasks {
+		switch {
+		case ft.ended || chain[ft]:
+		case ft.park != parkKey:
+			nodes = append(nodes, node{ft: ft, on: r.waitsOn(ft)})
+		case !seen:
+			nodes = append(nodes, node{ft: ft, on: r.queue[ft.qs[0]], all: true})
+		default:
+			if q := r.queue[ft.qs[0]]; len(q) > 0 && q[0].started && !q[0].shared {
+				nodes = append(nodes, node{ft: ft, on: q[:1]}) // the exclusive holder
+			}
+		}
+	}
+	out := map[*fuzzTask]bool{}
+	for x := range chain {
+		out[x] = true
+	}
+	for grew := true; grew; {
+		grew = false
+		for _, n := range nodes {
+			if out[n.ft] || len(n.on) == 0 {
+				continue
+			}
+			in := func(x *fuzzTask) bool { return out[x] }
+			if (n.all && !slices.ContainsFunc(n.on, func(x *fuzzTask) bool { return !in(x) })) ||
+				(!n.all && slices.ContainsFunc(n.on, in)) {
+				out[n.ft], grew = true, true
+			}
+		}
+	}
+	return out
 }
 
 // waitsOnItself reports whether a nested call of o's on queue q would
@@ -813,6 +1313,11 @@ func (r *fuzzRun) waitsFor(ft *fuzzTask) []*fuzzTask {
 func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 	switch {
 	case ft.ended:
+	case ft.waitOn != nil:
+		ft.ended, ft.want = true, context.Canceled // a nested Wait: its task is unaffected
+	case ft.claimed || (ft.started && ft.viaBatch()):
+		// Its call has its ctx, and the batch's fn a ctx of the batch's
+		// own, not canceled by any one message's.
 	case ft.park != 0:
 		r.end(ft, context.Canceled)
 	case !ft.started && !ft.doomed:
@@ -831,11 +1336,22 @@ func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 }
 
 // idle lists the running tasks whose fn waits for the driver: not in a
-// nested call.
+// nested call (a batch's fn is its first message's).
 func (r *fuzzRun) idle() []*fuzzTask {
 	var out []*fuzzTask
 	for _, ft := range r.running() {
-		if ft.inner == nil {
+		if ft.inner == nil && (ft.lead == nil || ft.lead == ft) {
+			out = append(out, ft)
+		}
+	}
+	return out
+}
+
+// waiting lists the nested Waits that wait.
+func (r *fuzzRun) waiting() []*fuzzTask {
+	var out []*fuzzTask
+	for _, ft := range r.tasks {
+		if ft.waitOn != nil && !ft.ended {
 			out = append(out, ft)
 		}
 	}
@@ -930,6 +1446,17 @@ func (r *fuzzRun) made(qs []int) {
 			ft.park, ft.accepted = 0, true
 			r.want.Submitted++
 			r.queue[q] = append(r.queue[q], ft)
+			if ft.outer == nil {
+				continue
+			}
+			// A nested call's wait is checked again once it is in, now
+			// queued: it is refused (and withdrawn) if it closes a cycle,
+			// as the executor's search sees it (a cycle it does not see
+			// would last until a ctx ends: see wouldClose).
+			if _, seen := r.wouldClose(ft, chainOf(ft.outer)); seen {
+				r.want.Canceled++
+				r.end(ft, executor.ErrDeadlock)
+			}
 		}
 	}
 	for len(r.parkedG) > 0 && r.reservations() < r.globalCap {
@@ -947,28 +1474,92 @@ func (r *fuzzRun) refused(ft *fuzzTask, err error) {
 }
 
 func (r *fuzzRun) release(ft *fuzzTask) {
-	ft.released = true
 	close(ft.gate)
-	var want error
-	switch ft.behavior {
-	case 1:
-		want = errTask
-	case 2:
-		want = &executor.PanicError{Value: ft.id}
-		r.want.Panicked++
-	case 3:
-		want = ft.exited()
+	if ft.behavior == 3 {
+		r.exit(ft)
+		return
 	}
-	r.want.Completed++
-	r.end(ft, want)
-	// A nested call whose fn ran inline, on the goroutine of the fn that
-	// made it, takes that fn with it: it ends through Goexit too, and so
-	// on up the chain.
-	for x := ft; ft.behavior == 3 && x.outer != nil && x.inline(); x = x.outer {
-		o := x.outer
-		o.released = true // its fn is gone; its gate no longer matters
+	// A batch's fn ends every message of the call (a task is a call of
+	// one). In striped mode a call that is not its group's run's last
+	// (keys share the stripe) leaves its messages in the mailbox, ran but
+	// not settled, until the run's last call returns: only then do their
+	// Wait and Do return (they end together, as Batcher's doc says).
+	u := r.unitOf(ft)
+	members := ft.batch
+	if members == nil {
+		members = []*fuzzTask{ft}
+	}
+	for _, m := range members {
+		m.released = true
+		m.want = nil
+		switch ft.behavior {
+		case 1:
+			m.want = errTask
+		case 2:
+			m.want = &executor.PanicError{Value: ft.id}
+			r.want.Panicked++
+		default:
+			if m.msgFail {
+				m.want = errMsg
+			}
+		}
 		r.want.Completed++
-		r.end(o, o.exited())
+	}
+	if u != nil && slices.ContainsFunc(u.tasks, func(m *fuzzTask) bool { return m.claimed && !m.ended }) {
+		return // a later call comes
+	}
+	for _, m := range members {
+		r.end(m, m.want)
+	}
+	r.settleUnit(u)
+}
+
+// settleUnit ends the messages of unit u's earlier calls, which ran (see
+// release).
+func (r *fuzzRun) settleUnit(u *fuzzUnit) {
+	if u == nil {
+		return
+	}
+	for _, m := range u.tasks {
+		if m.released && !m.ended {
+			r.end(m, m.want)
+		}
+	}
+}
+
+// exit ends ft's fn through runtime.Goexit: every message of its call if
+// it leads one, and, in striped mode, the messages claimed for the later
+// calls of its group's run, which never come (ErrGoexit, canceled). A
+// nested call whose fn ran inline, on the goroutine of the fn that made
+// it, takes that fn with it: it ends through Goexit too, and so on up the
+// chain.
+func (r *fuzzRun) exit(ft *fuzzTask) {
+	for x := ft; ; x = x.outer {
+		u := r.unitOf(x)
+		members := x.batch
+		if members == nil {
+			members = []*fuzzTask{x}
+		}
+		for _, m := range members {
+			m.released = true // its fn is gone; its gate no longer matters
+			r.want.Completed++
+			r.end(m, m.exited())
+		}
+		if u != nil {
+			// The drive loop's goroutine exits: a fresh one runs the rest
+			// of its batch, then drives the key with a full budget.
+			r.drv[x.qs[0]].fresh = true
+			for _, m := range u.tasks {
+				if m.claimed && !m.ended {
+					r.want.Canceled++
+					r.end(m, executor.ErrGoexit)
+				}
+			}
+			r.settleUnit(u)
+		}
+		if x.outer == nil || !x.inline() {
+			return
+		}
 	}
 }
 
@@ -997,6 +1588,11 @@ func (ft *fuzzTask) exited() error {
 // waiting room; either may make room for waiting calls.
 func (r *fuzzRun) end(ft *fuzzTask, want error) {
 	ft.ended, ft.want = true, want
+	for _, w := range r.tasks {
+		if w.waitOn == ft && !w.ended {
+			w.ended, w.want, w.alt = true, want, ft.alt // a nested Wait on it returns its result
+		}
+	}
 	is := func(o *fuzzTask) bool { return o == ft }
 	switch ft.park {
 	case parkGlobal:
@@ -1039,8 +1635,13 @@ func (r *fuzzRun) close(giveUp bool) {
 	}
 	if giveUp && !r.gaveUp {
 		r.gaveUp = true
+		for _, ft := range r.waiting() {
+			// Its fn's ctx ends, and with it the Wait's: it returns that
+			// error unless the task it waits for ends first.
+			ft.ended, ft.want, ft.alt = true, context.Canceled, executor.ErrClosed
+		}
 		for _, ft := range r.live() {
-			if !ft.started {
+			if !ft.started && !ft.claimed {
 				ft.doomed = true
 				if ft.outer != nil {
 					// The fn that waits for it sees its ctx end too.
@@ -1076,14 +1677,18 @@ func (r *fuzzRun) pendingTasks() int { return len(r.live()) }
 
 // mayRun reports whether the model lets ft run now: every earlier task on
 // each of its keys has ended (for a shared task, every earlier exclusive one).
-func (r *fuzzRun) mayRun(ft *fuzzTask) bool {
+func (r *fuzzRun) mayRun(ft *fuzzTask) bool { return r.mayRunWith(ft, nil) }
+
+// mayRunWith is mayRun for a message of a batch: the messages of its
+// call (with) may be ahead of it.
+func (r *fuzzRun) mayRunWith(ft *fuzzTask, with []*fuzzTask) bool {
 	for _, q := range ft.qs {
 		for _, o := range r.queue[q] {
 			if o == ft {
 				break
 			}
-			if !ft.shared || !o.shared {
-				return false
+			if (!ft.shared || !o.shared) && !slices.Contains(with, o) && !o.released {
+				return false // (a released task has ended, or ran in its group's run: see release)
 			}
 		}
 	}
@@ -1097,16 +1702,41 @@ func (r *fuzzRun) settle() {
 	r.flags.mu.Lock()
 	started := maps(r.flags.started)
 	ranOn, caller := maps(r.flags.ranOn), maps(r.flags.caller)
+	calls := r.flags.calls
+	r.flags.calls = nil
 	r.flags.mu.Unlock()
 	r.matchHandled()
+	// The BatchFunc's calls: who led each, and who rode along.
+	for _, c := range calls {
+		ms := make([]*fuzzTask, len(c.ids))
+		for i, id := range c.ids {
+			ms[i] = r.tasks[id]
+			if !ms[i].msg || ms[i].keys[0] != c.key || ms[i].lead != nil {
+				t.Errorf("BatchFunc called on key %d with %v: task %d (%s on %v) is not a message of that key, or ran before",
+					c.key, c.ids, id, ms[i].kind, ms[i].keys)
+			}
+		}
+		if len(ms) > r.maxBatch {
+			t.Errorf("BatchFunc called with %d messages %v; want at most WithMaxBatch(%d)", len(ms), c.ids, r.maxBatch)
+		}
+		for _, m := range ms {
+			m.lead = ms[0]
+		}
+		ms[0].batch = ms
+	}
+	now := map[*fuzzTask]bool{} // started since the last step
 	for _, ft := range r.tasks {
 		n := started[ft.id]
 		if n > 1 {
 			t.Errorf("task %d ran %d times; want at most once", ft.id, n)
 		}
 		if n == 1 && !ft.started {
-			ft.started = true
+			ft.started, ft.claimed, now[ft] = true, false, true
 			ft.ranOn, ft.callerG = ranOn[ft.id], caller[ft.id]
+			var with []*fuzzTask // the call it rode in
+			if ft.lead != nil {
+				with = ft.lead.batch
+			}
 			switch {
 			case ft.inline() && ft.mustQueue:
 				t.Errorf("task %d (%s on %v) ran on its caller's goroutine, but it had to wait in line or for room",
@@ -1115,11 +1745,14 @@ func (r *fuzzRun) settle() {
 				t.Errorf("task %d (%s) started after it ended with %v", ft.id, ft.kind, ft.want)
 			case ft.doomed:
 				t.Errorf("task %d (%s) started after Close gave up on it", ft.id, ft.kind)
-			case !r.mayRun(ft):
+			case !r.mayRunWith(ft, with):
 				t.Errorf("task %d (%s on %v) started before an earlier task of its keys ended (queues %v)",
 					ft.id, ft.kind, ft.keys, r.queueIDs())
 			}
 		}
+	}
+	if r.batching {
+		r.drives(now)
 	}
 	// Doomed tasks end with ErrClosed; they may linger until a worker
 	// frees up, but never past the last running task.
@@ -1138,6 +1771,197 @@ func (r *fuzzRun) settle() {
 			}
 		}
 	}
+}
+
+// fuzzDrive models, in batching mode, the drive loops of one queue. A
+// mailbox runs its queue in drive loops, each with a budget of
+// WithThroughput units: a loop detaches the exclusive single-key tasks at
+// the head of the queue, as many units as its budget has left (a unit is a
+// task, or a run of up to WithMaxBatch consecutive messages, which one call
+// of the BatchFunc gets; in striped mode one call per run of one key), runs
+// them in order, and detaches again while budget is left and the head is
+// such a task; else it ends (and if it ran out of budget a fresh loop comes
+// once a worker is free). So a batch is what was queued when its loop
+// detached it, not when it starts: a message queued behind a detached
+// batch waits for the next one. The model learns that a fresh loop began
+// when it sees the head of an idle queue start; everything else it
+// predicts, and every task a drive loop starts must be the one it says.
+type fuzzDrive struct {
+	units  []fuzzUnit // detached and not finished, in order
+	left   int        // the budget left once they have run
+	live   bool       // a loop runs the units, or is about to detach more
+	fresh  bool       // a Goexit handed the loop on: its next detach has a full budget
+	unsure bool       // Close gave up: loops abandon the tasks as they reach them
+}
+
+// fuzzUnit is a unit of a drive loop's batch.
+type fuzzUnit struct {
+	group bool          // a run of messages
+	tasks []*fuzzTask   // as detached
+	begun bool          // it runs
+	calls [][]*fuzzTask // a group's: the messages it took, one call per run of one key
+	at    int           // the call running
+}
+
+// runsInBatch reports whether ft, accepted, is a task a drive loop
+// detaches: exclusive, of one mailbox, not waiting for room.
+func runsInBatch(ft *fuzzTask) bool {
+	return ft.accepted && ft.park == 0 && len(ft.qs) == 1 && !ft.shared
+}
+
+// allRan reports whether every task of ts has ended or ran (see release).
+func allRan(ts []*fuzzTask) bool {
+	for _, ft := range ts {
+		if !ft.ended && !ft.released {
+			return false
+		}
+	}
+	return true
+}
+
+func allEnded(ts []*fuzzTask) bool {
+	for _, ft := range ts {
+		if !ft.ended {
+			return false
+		}
+	}
+	return true
+}
+
+// detach is a drive loop of queue q detaching its batch with budget.
+func (r *fuzzRun) detach(q, budget int) {
+	d := &r.drv[q]
+	d.units, d.live = nil, true
+	for _, ft := range r.queue[q] {
+		if !runsInBatch(ft) {
+			break
+		}
+		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch {
+			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
+			continue
+		}
+		if len(d.units) == budget {
+			break
+		}
+		d.units = append(d.units, fuzzUnit{group: ft.msg, tasks: []*fuzzTask{ft}})
+	}
+	d.left = budget - len(d.units)
+}
+
+// advance returns what unit u starts now: all of it, or its group's first
+// call, when it begins (the messages of later calls are claimed: they run
+// whatever their ctx does), or its next call once the one before ended.
+func (r *fuzzRun) advance(u *fuzzUnit) []*fuzzTask {
+	if u.begun {
+		if u.group && u.at+1 < len(u.calls) && allRan(u.calls[u.at]) {
+			u.at++
+			return u.calls[u.at]
+		}
+		return nil
+	}
+	u.begun = true
+	var live []*fuzzTask // those withdrawn since it was detached are skipped
+	for _, ft := range u.tasks {
+		if !ft.ended {
+			live = append(live, ft)
+		}
+	}
+	if !u.group {
+		return live
+	}
+	for i := 0; i < len(live); {
+		j := i + 1
+		for j < len(live) && live[j].keys[0] == live[i].keys[0] {
+			j++
+		}
+		u.calls = append(u.calls, live[i:j])
+		i = j
+	}
+	for _, c := range u.calls[1:] {
+		for _, m := range c {
+			m.claimed = true
+		}
+	}
+	return u.calls[0]
+}
+
+// unitOf returns the unit x runs in, if a drive loop runs it.
+func (r *fuzzRun) unitOf(x *fuzzTask) *fuzzUnit {
+	if !r.batching || len(x.qs) != 1 {
+		return nil
+	}
+	d := &r.drv[x.qs[0]]
+	if !d.live || len(d.units) == 0 || !slices.Contains(d.units[0].tasks, x) {
+		return nil
+	}
+	return &d.units[0]
+}
+
+// drives moves each queue's drive loop on past what ended this step and
+// checks what the loops started (now) against it.
+func (r *fuzzRun) drives(now map[*fuzzTask]bool) {
+	for q := range r.queue {
+		d := &r.drv[q]
+		if r.gaveUp {
+			d.unsure = true
+		}
+		var want []*fuzzTask
+		for d.live {
+			for len(d.units) > 0 && allEnded(d.units[0].tasks) {
+				d.units = d.units[1:]
+			}
+			if len(d.units) > 0 {
+				if u := &d.units[0]; !d.unsure || u.begun {
+					want = r.advance(u)
+				}
+				break
+			}
+			budget := d.left
+			if d.fresh {
+				budget, d.fresh = r.throughput, false
+			}
+			if d.unsure || budget == 0 || len(r.queue[q]) == 0 || !runsInBatch(r.queue[q][0]) {
+				d.live = false // it yields (a fresh loop comes), or ends
+				break
+			}
+			r.detach(q, budget)
+		}
+		if d.unsure {
+			continue
+		}
+		if !d.live && len(r.queue[q]) > 0 {
+			if h := r.queue[q][0]; now[h] && !h.inline() && runsInBatch(h) {
+				r.detach(q, r.throughput) // a fresh loop
+				want = r.advance(&d.units[0])
+			}
+		}
+		var got []*fuzzTask
+		for _, ft := range r.queue[q] {
+			if now[ft] && !ft.inline() && runsInBatch(ft) {
+				got = append(got, ft)
+			}
+		}
+		if !slices.Equal(got, want) {
+			r.t.Errorf("queue %d: drive loops started %v; want %v (queue %v, drive units %v)",
+				q, ids(got), ids(want), ids(r.queue[q]), d.unitIDs())
+		}
+	}
+}
+
+func ids(ts []*fuzzTask) []int {
+	out := make([]int, len(ts))
+	for i, ft := range ts {
+		out[i] = ft.id
+	}
+	return out
+}
+
+func (d *fuzzDrive) unitIDs() [][]int {
+	var out [][]int
+	for _, u := range d.units {
+		out = append(out, ids(u.tasks))
+	}
+	return out
 }
 
 // matchHandled hands each failure the error handler was handed since the
