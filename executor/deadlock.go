@@ -202,7 +202,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 		default:
 			continue // granted (it runs as soon as a slot is free), or ended
 		}
-		if parked, exclusive := t.ParkedBehind(); parked {
+		if parked, exclusive, many := t.ParkedBehind(); parked {
 			// Waiting for room, which any pending task of the key can
 			// give. Only behind an exclusive holder is that one task's to
 			// give (the queued ones wait for it too); behind shared holders
@@ -210,6 +210,9 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			// nothing: no edge.
 			if !exclusive {
 				continue
+			}
+			if many != nil {
+				work = append(work, many) // a DoMany holding the key, waiting for its others
 			}
 			for _, k := range keys {
 				if e.held(ctx, k) {

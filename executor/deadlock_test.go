@@ -490,3 +490,58 @@ func TestNoFalseDeadlockAfterWaitEnds(t *testing.T) {
 		_ = e.Close(bg)
 	})
 }
+
+// TestDeadlockParkedBehindDoMany: under Block with WithMaxQueuePerKey(2),
+// task B holds z and waits for x, which task A holds; a DoMany M on y and z
+// holds y (granted there) and waits for z behind B; U is queued on y behind
+// M, so y is at its cap. A then calls Do on y and waits for room: room
+// comes only once M or U leaves, and both wait (through B) for A. A cycle,
+// which a wait for room behind an exclusive holder does not see: it follows
+// the holder's filed waits, and M, not running, has none (before 20a3139
+// the multi-key turn holding y was followed).
+func TestDeadlockParkedBehindDoMany(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bg := context.Background()
+		e, _ := executor.New[string](executor.WithWorkers(4), executor.WithMaxQueuePerKey(2),
+			executor.WithPolicy(backpressure.Block()))
+		nop := func(context.Context) error { return nil }
+		wctx, cancel := context.WithTimeout(bg, time.Minute) // bounds the hang
+		defer cancel()
+		bounded := func(ctx context.Context) (context.Context, func()) {
+			ctx, stop := context.WithCancel(ctx)
+			context.AfterFunc(wctx, stop)
+			return ctx, stop
+		}
+		aGo := make(chan struct{})
+		aErr := make(chan error, 1)
+		a, _ := e.Submit(bg, "x", func(ctx context.Context) error {
+			<-aGo
+			ctx, stop := bounded(ctx)
+			defer stop()
+			aErr <- e.Do(ctx, "y", nop) // waits for room on y
+			return nil
+		})
+		b, _ := e.Submit(bg, "z", func(ctx context.Context) error {
+			ctx, stop := bounded(ctx)
+			defer stop()
+			return e.Do(ctx, "x", nop) // waits for A
+		})
+		synctest.Wait()
+		m := make(chan error, 1)
+		go func() { m <- e.DoMany(bg, []string{"y", "z"}, nop) }()
+		synctest.Wait() // M holds y, queued on z behind B
+		u := make(chan error, 1)
+		go func() { u <- e.Do(bg, "y", nop) }()
+		synctest.Wait() // U queued on y behind M: y at its cap
+		close(aGo)
+		errA := <-aErr
+		errB := b.Wait(bg)
+		if !errors.Is(errA, executor.ErrDeadlock) && !errors.Is(errB, executor.ErrDeadlock) {
+			t.Errorf("A's nested Do on y, waiting for room behind M, which waits (through B) for A: got %v (B's: %v); want ErrDeadlock", errA, errB)
+		}
+		_ = a.Wait(bg)
+		<-m
+		<-u
+		_ = e.Close(bg)
+	})
+}

@@ -313,16 +313,24 @@ func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 // ParkedBehind reports whether t, a single-key turn, waits for room in its
 // mailbox's waiting room (parked), and if so whether the mailbox is held
 // exclusively (by one task, or a drive loop's batch): then room comes only
-// once that holder ends, since every queued turn waits for it too.
-func (t *Turn) ParkedBehind() (parked, exclusive bool) {
+// once that holder ends, since every queued turn waits for it too. many is
+// that holder if it is a multi-key turn (which may hold the key while it
+// waits for its others).
+func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	e := &t.one
 	m := e.m
 	if t.many != nil || m == nil {
-		return false, false
+		return false, false, nil
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return e.parked, e.parked && m.holder != nil
+	if !e.parked || m.holder == nil {
+		return e.parked, false, nil
+	}
+	if h := m.Holder(); h != nil && h.many != nil {
+		many = h
+	}
+	return true, true, many
 }
 
 // JoinsShared reports whether t, a queued single-key shared turn, will be
