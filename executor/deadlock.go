@@ -163,6 +163,19 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			work = append(work, b.on)
 		}
 	}
+	// holders follows the blocked tasks that hold one of keys, and reports
+	// whether the caller's own chain holds one: a cycle.
+	holders := func(keys []K) bool {
+		for _, k := range keys {
+			if e.held(ctx, k) {
+				return true
+			}
+			for _, b := range e.waits.byKey[e.file(k)] {
+				follow(b)
+			}
+		}
+		return false
+	}
 	for len(work) > 0 {
 		t := work[len(work)-1]
 		work = work[:len(work)-1]
@@ -190,13 +203,8 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			}
 			// An exclusive turn's task is whoever holds its keys: a batch
 			// of messages, say, blocked under the batch's context.
-			for _, k := range keys {
-				if e.held(ctx, k) {
-					return true
-				}
-				for _, b := range e.waits.byKey[e.file(k)] {
-					follow(b)
-				}
+			if holders(keys) {
+				return true
 			}
 			continue
 		default:
@@ -214,26 +222,16 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			if many != nil {
 				work = append(work, many) // a DoMany holding the key, waiting for its others
 			}
-			for _, k := range keys {
-				if e.held(ctx, k) {
-					return true
-				}
-				for _, b := range e.waits.byKey[e.file(k)] {
-					follow(b)
-				}
+			if holders(keys) {
+				return true
 			}
 			continue
 		}
 		if t.Shared() && t.JoinsShared() {
 			continue // it joins a shared group: it waits for a worker, no task
 		}
-		for _, k := range keys {
-			if e.held(ctx, k) {
-				return true
-			}
-			for _, b := range e.waits.byKey[e.file(k)] {
-				follow(b)
-			}
+		if holders(keys) {
+			return true
 		}
 		t.EachWaitedMany(func(o *mailbox.Turn) { work = append(work, o) })
 	}
@@ -254,15 +252,7 @@ func (e *Executor[K]) inChain(ctx context.Context, c *taskCtx[K]) bool {
 // caller's task and those it is nested in.
 func (e *Executor[K]) chain(ctx context.Context) func(yield func(*taskCtx[K]) bool) {
 	return func(yield func(*taskCtx[K]) bool) {
-		for {
-			m, _ := ctx.Value(markKey{}).(marker)
-			if m == nil {
-				return
-			}
-			if c, ok := m.(*taskCtx[K]); ok && c.e == e && !yield(c) {
-				return
-			}
-			ctx = m.callerCtx()
+		for c, rest := e.next(ctx); c != nil && yield(c); c, rest = e.next(rest) {
 		}
 	}
 }

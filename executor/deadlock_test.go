@@ -322,7 +322,6 @@ func TestNoFalseDeadlockSharedJoin(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bg := context.Background()
 		e, _ := executor.New[string](executor.WithWorkers(2))
-		nop := func(context.Context) error { return nil }
 		aGo := make(chan struct{})
 		aErr := make(chan error, 1)
 		// A holds x (worker 1).
@@ -371,7 +370,6 @@ func TestDeadlockThroughCallersTask(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bg := context.Background()
 		e, _ := executor.New[string](executor.WithWorkers(4))
-		nop := func(context.Context) error { return nil }
 		wctx, cancel := context.WithTimeout(bg, time.Minute) // bounds the hang
 		defer cancel()
 		bounded := func(ctx context.Context) (context.Context, func()) {
@@ -417,7 +415,6 @@ func TestNoFalseDeadlockParkedShared(t *testing.T) {
 		bg := context.Background()
 		e, _ := executor.New[string](executor.WithWorkers(4), executor.WithMaxQueuePerKey(2),
 			executor.WithPolicy(backpressure.Block()))
-		nop := func(context.Context) error { return nil }
 		aGo := make(chan struct{})
 		aErr := make(chan error, 1)
 		a, _ := e.Submit(bg, "x", func(ctx context.Context) error {
@@ -456,7 +453,6 @@ func TestNoFalseDeadlockAfterWaitEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		bg := context.Background()
 		e, _ := executor.New[string](executor.WithWorkers(2))
-		nop := func(context.Context) error { return nil }
 		xGo := make(chan struct{})
 		xErr := make(chan error, 1)
 		x, _ := e.Submit(bg, "x", func(ctx context.Context) error {
@@ -504,7 +500,6 @@ func TestDeadlockParkedBehindDoMany(t *testing.T) {
 		bg := context.Background()
 		e, _ := executor.New[string](executor.WithWorkers(4), executor.WithMaxQueuePerKey(2),
 			executor.WithPolicy(backpressure.Block()))
-		nop := func(context.Context) error { return nil }
 		wctx, cancel := context.WithTimeout(bg, time.Minute) // bounds the hang
 		defer cancel()
 		bounded := func(ctx context.Context) (context.Context, func()) {

@@ -6,32 +6,36 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// innermost returns the innermost running task of e marked in ctx.
-func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
+// next returns the innermost running task of e marked in ctx, and the
+// context to go on from for the task it is nested in; nil if there is none.
+// It is the one walk of a nested call's chain (innermost, held, chain).
+func (e *Executor[K]) next(ctx context.Context) (*taskCtx[K], context.Context) {
 	for {
 		m, _ := ctx.Value(markKey{}).(marker)
 		if m == nil {
-			return nil
-		}
-		if c, ok := m.(*taskCtx[K]); ok && c.e == e {
-			return c
+			return nil, nil
 		}
 		ctx = m.callerCtx()
+		if c, ok := m.(*taskCtx[K]); ok && c.e == e {
+			return c, ctx
+		}
 	}
+}
+
+// innermost returns the innermost running task of e marked in ctx.
+func (e *Executor[K]) innermost(ctx context.Context) *taskCtx[K] {
+	c, _ := e.next(ctx)
+	return c
 }
 
 // held reports whether a running task of e marked in ctx holds key.
 func (e *Executor[K]) held(ctx context.Context, key K) bool {
-	for {
-		m, _ := ctx.Value(markKey{}).(marker)
-		if m == nil {
-			return false
-		}
-		if c, ok := m.(*taskCtx[K]); ok && c.e == e && c.holds(key) {
+	for c, rest := e.next(ctx); c != nil; c, rest = e.next(rest) {
+		if c.holds(key) {
 			return true
 		}
-		ctx = m.callerCtx()
 	}
+	return false
 }
 
 // waitsOnCaller reports whether a blocking nested call made with ctx, if
