@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,12 +67,15 @@ func BenchmarkBatchSink(b *testing.B) {
 	b.Run("impl=batcher", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
+		var calls atomic.Int64
 		bt, _ := executor.NewBatcher(e, func(_ context.Context, _ string, msgs []int) error {
+			calls.Add(1)
 			sink(len(msgs))
 			done.Add(-len(msgs))
 			return nil
 		}, executor.WithMaxBatch(batchMax))
 		run(b, e, &done, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
+		b.ReportMetric(float64(calls.Load())/float64(b.N*batchKeys), "calls/key")
 	})
 	b.Run("impl=per-message", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
