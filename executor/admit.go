@@ -219,7 +219,7 @@ func (e *Executor[K]) reject(err error) error {
 // enqueue (see stamp).
 func (e *Executor[K]) countAccepted(j *job[K]) {
 	e.submitted.Add(1)
-	if j.ctx.multi == nil {
+	if j.multi == nil {
 		e.stamp(j)
 	}
 }
@@ -243,16 +243,17 @@ func (e *Executor[K]) observeAccepted() {
 // Queued by the caller).
 func (e *Executor[K]) abandon(j *job[K], err error) {
 	e.canceled.Add(1)
+	j.ctx.end()
 	j.err = err
 	if e.obs != nil {
 		e.obs.TaskCanceled()
 	}
-	if j.ctx.unread() {
-		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
+	if j.unread {
+		e.unread(j.keyField(), j.keyAny(), err)
 		return
 	}
 	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
-		ce.Write(j.ctx.keyField(), zap.Error(err))
+		ce.Write(j.keyField(), zap.Error(err))
 	}
 }
 

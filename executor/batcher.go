@@ -123,7 +123,7 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 // batchSubmit is a message submitted with Batcher.Submit: an asynchronous
 // job and its message, in one object.
 type batchSubmit[K comparable, M any] struct {
-	asyncJob[K]
+	submission[K]
 	msg M
 	g   *mailbox.Group
 }
@@ -188,7 +188,9 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 		return nil, err
 	}
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
-	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.asyncJob, m, true); err != nil {
+	m.e, m.own = e, true
+	m.task.call = &m.submission
+	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.job, &m.ctx, m, true); err != nil {
 		return nil, err
 	}
 	return &m.task, nil
@@ -218,10 +220,8 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 		return ErrReentrant
 	}
 	m := &batchDo[K, M]{msg: msg, g: &b.group}
-	m.done = make(chan struct{}, 1)
-	c := &taskCtx[K]{key: key}
-	c.flags.Store(ctxOwn)
-	j := e.bind(&m.job, ctx, fn, c)
+	m.e, m.own, m.done = e, true, make(chan struct{}, 1)
+	j := e.bind(&m.job, ctx, fn, &taskCtx[K]{key: key})
 	j.turn.Init(m, false)
 	j.turn.SetGrouped()
 	p, err := e.enter(ctx, j, outer, true)
@@ -291,7 +291,11 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 		}
 	}
 	first := jobs[0].ctx
-	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), e: e}
+	// The batch's context marks the key as held; a nested call borrows
+	// the first message's job's slot count (it is alive until the batch
+	// settles).
+	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent)}
+	c.j.Store(jobs[0])
 	returned := false
 	defer func() {
 		if returned {

@@ -105,7 +105,7 @@ func (e *Executor[K]) block(ctx context.Context, on *mailbox.Turn) (*blocker[K],
 		}
 		w.of[c] = b
 		b.marked = append(b.marked, c)
-		if c.multi == nil {
+		if c.single() {
 			b.keys = append(b.keys, e.file(c.key))
 		}
 		for _, k := range c.keys() {
@@ -183,10 +183,14 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 			continue
 		}
 		seen[t] = struct{}{}
-		c := jobOf[K](t).ctx
-		keys := c.keys()
-		if c.multi == nil {
-			keys = []K{c.key}
+		j := jobOf[K](t)
+		c := j.ctx
+		if c == nil {
+			continue // ended and recycled since it was met: it waits for nothing
+		}
+		keys := []K{c.key}
+		if j.multi != nil {
+			keys = *j.multi
 		}
 		switch t.State() {
 		case mailbox.Queued, mailbox.Staged:

@@ -63,8 +63,7 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 		}
 		return ErrReentrant
 	}
-	c := &taskCtx[K]{key: key}
-	j := e.newJob(ctx, fn, c)
+	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, shared)
 	p, err := e.enter(ctx, j, outer, true)
 	switch {
@@ -214,11 +213,18 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // use a fresh ctx. A Wait from inside a task never waits for a submission
 // queued behind a DoMany that waits for the waiting task: see Task.Wait.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
-	a, err := e.submit(ctx, key, fn, false)
-	if err != nil {
+	if err := e.check(ctx, fn); err != nil {
 		return nil, err
 	}
-	return &a.task, nil
+	if err := e.validate(key); err != nil {
+		return nil, err
+	}
+	s := &submission[K]{job: job[K]{e: e}}
+	s.task.call = s
+	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, s, false); err != nil {
+		return nil, err
+	}
+	return &s.task, nil
 }
 
 // Go queues fn on key and returns at once, like Submit, but gives the caller
@@ -227,39 +233,29 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // logged at error level with the key). Admission, caps, policies, order,
 // ctx and the nesting rules are those of Submit, and so are Stats. Use it for
 // work whose outcome the caller would only log.
+//
+// It allocates only fn's ctx: everything else is recycled.
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
-	_, err := e.submit(ctx, key, fn, true)
-	return err
-}
-
-// submit queues an asynchronous task (Submit, Go); unread says that no
-// caller will read its result (Go).
-func (e *Executor[K]) submit(ctx context.Context, key K, fn func(context.Context) error, unread bool) (*asyncJob[K], error) {
 	if err := e.check(ctx, fn); err != nil {
-		return nil, err
+		return err
 	}
 	if err := e.validate(key); err != nil {
-		return nil, err
+		return err
 	}
-	a := &asyncJob[K]{}
-	if unread {
-		a.ctx.flags.Store(ctxUnread)
-	}
-	if err := e.enqueueAsync(ctx, key, fn, a, a, false); err != nil {
-		return nil, err
-	}
-	return a, nil
+	g := &jobWithCtx[K]{job: job[K]{e: e, unread: true}} // no caller reads the result
+	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.job, false)
 }
 
-// enqueueAsync queues the asynchronous job a of fn on key; w is a's Work
-// (a, or a Batcher message around it, grouped, whose Work is
-// mailbox.Grouped).
+// enqueueAsync queues the asynchronous job j of fn on key, run with the
+// task context c; w is j's Work (j, or a Batcher's message around it,
+// grouped, whose Work is mailbox.Grouped).
 func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.Context) error,
-	a *asyncJob[K], w mailbox.Work, grouped bool) error {
-	a.ctx.key = key
-	j := e.bind(&a.job, ctx, fn, &a.ctx)
-	a.task.call = a
-	a.watched = ctx.Done() != nil
+	j *job[K], c *taskCtx[K], w mailbox.Work, grouped bool) error {
+	c.key = key
+	e.bind(j, ctx, fn, c)
+	j.async = true
+	watched := ctx.Done() != nil
+	j.watched = watched
 	j.turn.Init(w, false)
 	if grouped {
 		j.turn.SetGrouped()
@@ -268,8 +264,8 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 	if err != nil {
 		return err
 	}
-	if a.watched {
-		e.watch(ctx, a)
+	if watched {
+		e.watch(ctx, j)
 	}
 	if p == queuedLent {
 		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on
@@ -316,10 +312,11 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 	return err
 }
 
-// watch gives an async task's place back as soon as its ctx ends.
-func (e *Executor[K]) watch(ctx context.Context, a *asyncJob[K]) {
-	a.stop = context.AfterFunc(ctx, func() { e.cancel(&a.job, ctx.Err()) })
-	if !a.af.CompareAndSwap(0, 1) {
-		a.stop() // the task already ended
+// watch gives an asynchronous task's place back as soon as its ctx ends.
+// If the task settled first, its watch is stopped at once.
+func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
+	j.stop = context.AfterFunc(ctx, func() { e.cancel(j, ctx.Err()) })
+	if j.bits.Or(watchBit)&settledBit != 0 {
+		j.stop() // the task already ended
 	}
 }

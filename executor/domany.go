@@ -48,7 +48,8 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	if len(keys) == 1 {
 		return e.doValid(ctx, keys[0], fn, false)
 	}
-	j := e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
+	var zero K // a multi-key task's keys are its job's
+	j := e.syncJob(ctx, fn, zero, &keys)
 	entries := j.turn.InitMany(j, len(keys))
 	if err := e.reserve(ctx); err != nil {
 		e.reuse(j)
@@ -69,7 +70,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			// canceled, not queued again for the next try. The GC takes
 			// it, like a rejected one.
 			if err = e.pause(ctx, backoff, outer); err == nil {
-				j = e.newJob(ctx, fn, &taskCtx[K]{multi: &keys})
+				j = e.syncJob(ctx, fn, zero, &keys)
 				entries = j.turn.InitMany(j, len(keys))
 			}
 		}
@@ -105,7 +106,7 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 	e.multiMu.Lock()
 	var err error
 	v := backpressure.Admit
-	for i, k := range *j.ctx.multi {
+	for i, k := range *j.multi {
 		m := e.router.Acquire(k)
 		if outer != nil && e.waitsOnCaller(ctx, m) {
 			m.Release()

@@ -185,7 +185,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		e.pool = pond.NewPool(0)
 		e.ownPool = true
 	}
-	e.jobs.New = func() any { return &job[K]{done: make(chan struct{}, 1)} }
+	e.jobs.New = func() any { return &job[K]{e: e, done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
 	e.batchRelease = cfg.maxPending == 0

@@ -11,76 +11,86 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// job is what the mailboxes schedule for one submission: fn, the context it
-// runs with, and how its end is reported.
+// job is what the mailboxes schedule for one task: fn, the context it runs
+// with, and how its end is reported. It is the task's mailbox.Work (a
+// submission or a Batcher's message wraps it).
 //
-// The jobs of synchronous calls (Do, DoShared, DoMany) are recycled (see
-// Executor.recycle), so such a call allocates only its taskCtx, which fn may
-// keep. A job goes back to the pool only once nothing can refer to it any
-// more: it was never accepted, or it ran inline, or it ran from a queue, its
-// caller has seen it end, the executor is not closing (a giving-up Close
-// cancels jobs it listed earlier) and not striped (HotKeys names a stripe
-// after the next task of a running batch). A canceled job may still be
-// linked in a drive loop's batch (Mailbox.OldestStamp follows its link), so
-// it is left to the GC. An
-// asynchronous job is allocated with its context and its Task in one object
-// (asyncJob) and left to the GC: its Task is the caller's to keep.
+// The jobs of synchronous calls (Do, DoShared) are recycled (see
+// Executor.recycle), so such a call allocates only the taskCtx fn
+// receives, which fn may keep. A job goes back to the pool only once
+// nothing can refer to it any more: it was never accepted, or it ran
+// inline, or it ran from a queue and its caller has seen it end, the
+// executor is not closing (a giving-up Close cancels jobs it listed
+// earlier) and not striped (HotKeys names a stripe after the next task of
+// a running batch). A canceled job may still be linked in a drive loop's
+// batch (Mailbox.OldestStamp follows its link), and a multi-key one met by
+// a deadlock check: those are left to the GC.
 //
-// A synchronous job is its task's mailbox.Work; an asynchronous one's is
-// the asyncJob around it, whose Settle ends the Task (see work).
+// The job of an asynchronous task (Go, Submit) is allocated with what
+// outlives it, in one object (jobWithCtx, submission), and left to the GC.
+// Recycling those too was measured, and lost (see BENCHMARKS.md): the
+// producer that takes a recycled job writes cache lines that the worker
+// on the other core wrote last, which costs more than a fresh allocation.
 type job[K comparable] struct {
-	turn mailbox.Turn
-	fn   func(context.Context) error
-	ctx  *taskCtx[K] // what fn receives (and its executor, ctx.e); per call, never recycled
-	err  error       // written before the job settles, read after
+	turn  mailbox.Turn
+	e     *Executor[K] // set when the job is made, never changed
+	fn    func(context.Context) error
+	ctx   *taskCtx[K] // what fn receives; per call, never recycled
+	multi *[]K        // a multi-key task's keys, deduplicated
+	err   error       // written before the job settles, read after
 
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
 	// and every value is received before the next is sent, so a pooled
 	// job keeps its channel.
 	done chan struct{}
+
+	// stop ends the watch of an asynchronous job's ctx (watched, see
+	// watch).
+	stop func() bool
+
+	// bits: lentBit while a nested call borrows this running task's
+	// execution slot (only the call that sets it owns the slot);
+	// watchBit once the watch is registered and stop is set; settledBit
+	// once an asynchronous job has settled. One word keeps the job small.
+	bits atomic.Uint32
+
+	// Facts about the call, set before it is queued.
+	async   bool // Submit or Go: Settle ends the task, nobody waits on done
+	unread  bool // no caller reads the result (Go): a failure goes to the error handler
+	own     bool // part of a larger object (a Batcher's message): never pooled
+	watched bool // an asynchronous job whose ctx can end (see watch)
 }
 
-// asyncJob is what Submit allocates, in one 224-byte object: the job, the
-// AfterFunc that watches the submitter's ctx if it can end (watched; af: 0
-// none yet, 1 registered and stop is set, 2 ended), the job's context and
-// the Task handed to the caller.
-type asyncJob[K comparable] struct {
-	job     job[K]
-	watched bool
-	af      atomic.Int32
-	stop    func() bool
-	ctx     taskCtx[K]
-	task    Task
+const (
+	lentBit uint32 = 1 << iota
+	watchBit
+	settledBit
+)
+
+// jobWithCtx is what Go allocates: the job and fn's context, one object.
+type jobWithCtx[K comparable] struct {
+	job[K]
+	ctx taskCtx[K]
 }
 
-// work is what a task's mailbox.Work is: a synchronous call's job, or the
-// asyncJob around a submission's.
+// work is what a task's mailbox.Work is: its job, or a Batcher's message
+// around it.
 type work[K comparable] interface {
 	mailbox.Work
 	base() *job[K]
 }
 
-func (j *job[K]) base() *job[K]      { return j }
-func (a *asyncJob[K]) base() *job[K] { return &a.job }
+func (j *job[K]) base() *job[K] { return j }
 
 // jobOf returns the job of a task the executor queued.
 func jobOf[K comparable](t *mailbox.Turn) *job[K] { return t.Work().(work[K]).base() }
-
-func (a *asyncJob[K]) Run()          { a.job.Run() }
-func (a *asyncJob[K]) Promote() bool { return a.job.Promote() }
-
-func (a *asyncJob[K]) result() error { return a.job.err }
-
-func (a *asyncJob[K]) beforeWait(ctx context.Context) (func(), error) {
-	return a.ctx.beforeWait(ctx, &a.job.turn)
-}
 
 // Admit is called, with the mailbox locked, when a parked job gets room
 // (mailbox.Work). Once the executor is closed it refuses: the parked
 // submitter leaves with ErrClosed, and no work is accepted after Close.
 func (j *job[K]) Promote() bool {
-	e := j.ctx.e
+	e := j.e
 	if e.closed.Load() {
 		return false
 	}
@@ -106,7 +116,7 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 // exiting, so the mailbox's deferred checks find the task ended and hand
 // the key on (see mailbox's Work).
 func (j *job[K]) Run() {
-	e := j.ctx.e
+	e := j.e
 	c := j.ctx
 	err := c.parent.Err()
 	if err == nil && e.force.Err() != nil {
@@ -137,7 +147,7 @@ func (j *job[K]) call(start time.Time) (outcome Outcome, err error) {
 			return
 		}
 		if v := recover(); v != nil {
-			err, outcome = j.ctx.e.recovered(v, j.ctx.keyField()), Panicked
+			err, outcome = j.e.recovered(v, j.keyField()), Panicked
 			return
 		}
 		// Neither a return nor a panic (since Go 1.21 panic(nil) is a
@@ -165,7 +175,7 @@ func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 
 // ran accounts for a task whose fn ended with err.
 func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
-	e := j.ctx.e
+	e := j.e
 	j.ctx.end()
 	j.err = err
 	e.completed.Add(1)
@@ -175,35 +185,47 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
 	}
-	if j.ctx.unread() && err != nil {
-		e.unread(j.ctx.keyField(), j.ctx.keyAny(), err)
+	if j.unread && err != nil {
+		e.unread(j.keyField(), j.keyAny(), err)
 	}
 }
 
-// Settle ends a synchronous call's task once no mailbox refers to it
-// (mailbox.Work): it gives back the reservation and wakes the caller. The
-// job is not touched after that, since its woken caller recycles it at once.
+// keyAny is the task's key, or its keys, for the error handler.
+func (j *job[K]) keyAny() any {
+	if j.multi != nil {
+		return *j.multi
+	}
+	return j.ctx.key
+}
+
+func (j *job[K]) keyField() zap.Field {
+	if j.multi != nil {
+		return zap.Any("keys", *j.multi)
+	}
+	return zap.Any("key", j.ctx.key)
+}
+
+// Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
+// back the reservation and wakes the caller (Do), or stops watching the
+// submitter's ctx and ends the Task (Go, Submit). A synchronous job is not
+// touched after that, since its woken caller recycles it at once. (A
+// submission's Settle then ends its Task.)
 func (j *job[K]) Settle() {
 	j.release()
-	j.done <- struct{}{}
-}
-
-// Settle ends a submission's task once no mailbox refers to it
-// (mailbox.Work): it gives back the reservation, stops watching the
-// submitter's ctx and ends the Task.
-func (a *asyncJob[K]) Settle() {
-	a.job.release()
-	if a.watched && a.af.Swap(2) == 1 {
-		a.stop()
+	if !j.async {
+		j.done <- struct{}{}
+		return
 	}
-	a.task.end()
+	if j.watched && j.bits.Or(settledBit)&watchBit != 0 {
+		j.stop()
+	}
 }
 
 // release gives back a settling task's reservation. A task that ran in a
 // batch leaves it to the batch's end, if the executor has no global cap
 // (see unreserveBatch): the task still ends at once.
 func (j *job[K]) release() {
-	e := j.ctx.e
+	e := j.e
 	if !e.batchRelease || !j.turn.Batched() {
 		e.unreserve()
 	}
@@ -211,18 +233,22 @@ func (j *job[K]) release() {
 
 var (
 	_ work[int] = (*job[int])(nil)
-	_ work[int] = (*asyncJob[int])(nil)
+	_ work[int] = (*submission[int])(nil)
 )
 
-// newJob takes a job from the pool for a synchronous call of fn with ctx
-// and binds it to c, the call's fresh task context (which names its keys).
-func (e *Executor[K]) newJob(ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	return e.bind(e.jobs.Get().(*job[K]), ctx, fn, c)
+// syncJob takes a job from the pool for a synchronous call of fn with ctx
+// on key (or on keys, if not nil), with a fresh context.
+func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) error, key K, keys *[]K) *job[K] {
+	j := e.jobs.Get().(*job[K])
+	c := &taskCtx[K]{key: key}
+	j.multi = keys
+	return e.bind(j, ctx, fn, c)
 }
 
 // bind makes j a call of fn with ctx, run with the task context c.
 func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	c.parent, c.e = ctx, e
+	c.parent = ctx
+	c.j.Store(j)
 	j.fn, j.ctx = fn, c
 	return j
 }
@@ -234,7 +260,7 @@ func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Conte
 func (e *Executor[K]) recycle(j *job[K]) {
 	// Multi-key jobs are never reused: a nested call's deadlock check may
 	// still hold one it met in a queue (see closesCycle).
-	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.ctx.multi != nil || j.ctx.own() {
+	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
 		return
 	}
 	e.reuse(j)
@@ -242,8 +268,8 @@ func (e *Executor[K]) recycle(j *job[K]) {
 
 // reuse puts a synchronous job nothing refers to back in the pool. It drops
 // what the caller gave; everything else is set again before it is read (see
-// newJob, Task.Init and Run, which always writes err).
+// syncJob, Turn.Init and Run, which always writes err).
 func (e *Executor[K]) reuse(j *job[K]) {
-	j.fn, j.ctx, j.err = nil, nil, nil
+	j.fn, j.ctx, j.multi, j.err = nil, nil, nil, nil
 	e.jobs.Put(j)
 }

@@ -115,15 +115,15 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if t == nil {
 		return k
 	}
-	c := jobOf[K](t).ctx
+	j := jobOf[K](t)
+	if j.multi == nil {
+		return j.ctx.key
+	}
 	stripe := e.router.Index(k) // k last used the stripe, so it maps to it
-	for _, jk := range c.keys() {
+	for _, jk := range *j.multi {
 		if e.router.Index(jk) == stripe {
 			return jk
 		}
-	}
-	if c.multi == nil {
-		return c.key
 	}
 	return k
 }

@@ -16,7 +16,7 @@ func (e *Executor[K]) next(ctx context.Context) (*taskCtx[K], context.Context) {
 			return nil, nil
 		}
 		ctx = m.callerCtx()
-		if c, ok := m.(*taskCtx[K]); ok && c.e == e {
+		if c, ok := m.(*taskCtx[K]); ok && c.exec() == e {
 			return c, ctx
 		}
 	}
@@ -70,7 +70,11 @@ func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Turn) b
 // not recycled), is a multi-key task that needs a key held by the task
 // marked in ctx or by one it is nested in.
 func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
-	for _, k := range jobOf[K](t).ctx.keys() { // none for a single-key task
+	j := jobOf[K](t)
+	if j.multi == nil {
+		return false
+	}
+	for _, k := range *j.multi {
 		if e.held(ctx, k) {
 			return true
 		}
@@ -82,8 +86,9 @@ func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 // waits for, so nesting never exhausts the pool (contract item 3). The
 // methods below are that lending, on the calling task's context (outer);
 // a nil outer is a call from outside any task, which has no slot to lend.
-// outer.lent counts the nested calls that borrowed the slot; only the one
-// that moves it from 0 to 1 owns it.
+// The task's job marks the slot lent (lentBit); only the nested call that
+// set the mark owns the slot. The calling task is
+// blocked in the call, so its job stays its own meanwhile.
 
 // slot says where an inline run's execution slot came from.
 type slot uint8
@@ -94,10 +99,19 @@ const (
 	outerSlot      // borrowed from the task this nested call runs in
 )
 
+// lender is the job whose slot a nested call made with outer may borrow,
+// or nil.
+func (outer *taskCtx[K]) lender() *job[K] {
+	if outer == nil {
+		return nil
+	}
+	return outer.j.Load()
+}
+
 // takeSlot finds a slot for an inline run: the calling task's own (it is
 // blocked in this call), else a free one.
 func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {
-	if outer != nil && outer.lent.CompareAndSwap(0, 1) {
+	if j := outer.lender(); j != nil && j.bits.Or(lentBit)&lentBit == 0 {
 		return outerSlot
 	}
 	if r.TryAcquire() {
@@ -110,7 +124,7 @@ func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {
 func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 	switch s {
 	case outerSlot:
-		outer.lent.Store(0)
+		outer.unlent()
 	case ownSlot:
 		r.Release()
 	}
@@ -119,7 +133,8 @@ func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 // lend gives the calling task's slot to other work while a nested call
 // waits. It reports whether it did.
 func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
-	if outer == nil || !outer.lent.CompareAndSwap(0, 1) {
+	j := outer.lender()
+	if j == nil || j.bits.Or(lentBit)&lentBit != 0 {
 		return false
 	}
 	r.Release()
@@ -131,6 +146,13 @@ func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
 func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
 	if lent {
 		r.Acquire()
-		outer.lent.Store(0)
+		outer.unlent()
+	}
+}
+
+// unlent marks the calling task's slot as its own again.
+func (outer *taskCtx[K]) unlent() {
+	if j := outer.lender(); j != nil {
+		j.bits.And(^lentBit)
 	}
 }

@@ -43,25 +43,7 @@ func TestRetainedContext(t *testing.T) {
 				})
 			}
 			wg.Wait()
-			for i, ctx := range kept {
-				if got := ctx.Value(valKey{}); got != i {
-					t.Fatalf("kept ctx %d: Value = %v; want %d (another call's context)", i, got, i)
-				}
-				if !errors.Is(ctx.Err(), context.Canceled) {
-					t.Fatalf("kept ctx %d: Err = %v; want context.Canceled", i, ctx.Err())
-				}
-				recv(t, "a kept ctx's Done", ctx.Done())
-				// Not nested any more: a call on its old key with a ctx
-				// derived from it runs. (WithoutCancel keeps the values,
-				// marks included, and drops the cancellation, which would
-				// refuse the call before re-entry is even checked.)
-				ran := false
-				err := e.Do(context.WithoutCancel(ctx), fmt.Sprint("k", i%7),
-					func(context.Context) error { ran = true; return nil })
-				if err != nil || !ran {
-					t.Fatalf("Do with a ctx derived from kept ctx %d: err %v, ran %v; want the key free", i, err, ran)
-				}
-			}
+			checkKept(t, e, kept)
 		})
 	}
 }
@@ -137,5 +119,67 @@ func TestCallsAfterRefusals(t *testing.T) {
 			g.open()
 			waitIdle(t, e)
 		})
+	}
+}
+
+// TestRetainedAsyncContext keeps the ctx of finished Go and Submit tasks
+// (whose jobs are left to the GC, and whose contexts no longer name them)
+// and checks it after many later tasks, as TestRetainedContext does for Do.
+func TestRetainedAsyncContext(t *testing.T) {
+	for _, how := range []string{"Go", "Submit"} {
+		t.Run(how, func(t *testing.T) {
+			e := newExec[string](t, executor.WithWorkers(2))
+			const n = 200
+			kept := make([]context.Context, n)
+			for i := range n {
+				parent, cancel := context.WithCancel(context.WithValue(context.Background(), valKey{}, i))
+				defer cancel()
+				fn := func(ctx context.Context) error {
+					kept[i] = ctx
+					if ctx.Err() != nil {
+						t.Errorf("task %d: its ctx ended while it ran: %v", i, ctx.Err())
+					}
+					return nil
+				}
+				key := fmt.Sprint("k", i%7)
+				var err error
+				if how == "Go" {
+					err = e.Go(parent, key, fn)
+				} else {
+					_, err = e.Submit(parent, key, fn)
+				}
+				if err != nil {
+					t.Fatalf("%s %d: %v", how, i, err)
+				}
+			}
+			waitIdle(t, e)
+			checkKept(t, e, kept)
+		})
+	}
+}
+
+// checkKept checks the contexts kept[i] that the tasks of a finished test
+// received from parents carrying valKey i, on keys "k<i%7>": each keeps its
+// own caller's values, is canceled, and no longer marks its key as held.
+func checkKept(t *testing.T, e *executor.Executor[string], kept []context.Context) {
+	t.Helper()
+	for i, ctx := range kept {
+		if got := ctx.Value(valKey{}); got != i {
+			t.Fatalf("kept ctx %d: Value = %v; want %d (another call's context)", i, got, i)
+		}
+		if !errors.Is(ctx.Err(), context.Canceled) {
+			t.Fatalf("kept ctx %d: Err = %v; want context.Canceled", i, ctx.Err())
+		}
+		recv(t, "a kept ctx's Done", ctx.Done())
+		// Not nested any more: a call on its old key with a ctx derived
+		// from it runs. (WithoutCancel keeps the values, marks included,
+		// and drops the cancellation, which would refuse the call before
+		// re-entry is even checked.)
+		ran := false
+		err := e.Do(context.WithoutCancel(ctx), fmt.Sprint("k", i%7),
+			func(context.Context) error { ran = true; return nil })
+		if err != nil || !ran {
+			t.Fatalf("Do with a ctx derived from kept ctx %d: err %v, ran %v; want the key free", i, err, ran)
+		}
 	}
 }

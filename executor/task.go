@@ -4,10 +4,6 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
-
-	"go.uber.org/zap"
-
-	"github.com/perkey/perkey/internal/mailbox"
 )
 
 // Task is an accepted asynchronous submission (see Submit).
@@ -90,6 +86,53 @@ func (t *Task) end() {
 	}
 }
 
+// submission is what Submit allocates, in one object: the job, fn's
+// context and the caller's Task.
+type submission[K comparable] struct {
+	job[K]
+	ctx  taskCtx[K]
+	task Task
+}
+
+func (s *submission[K]) result() error { return s.err }
+
+// Settle ends the task (mailbox.Work), then its Task: by then the result
+// is written and Stats account for it.
+func (s *submission[K]) Settle() {
+	s.job.Settle()
+	s.task.end()
+}
+
+// noop is the after function of a Wait that has nothing to undo.
+func noop() {}
+
+// beforeWait implements taskCall's. Besides a wait on a key the waiting
+// task holds, it refuses one on a submission queued behind a DoMany that
+// waits for a key the waiting task holds: neither could ever go first (see
+// waitsOnCaller). A task that has run (or never will) needs no check.
+func (s *submission[K]) beforeWait(ctx context.Context) (func(), error) {
+	if s.ctx.ended() {
+		return noop, nil
+	}
+	e := s.e
+	outer := e.innermost(ctx)
+	if outer == nil {
+		return noop, nil
+	}
+	if e.held(ctx, s.ctx.key) {
+		return nil, ErrReentrant
+	}
+	if e.queuedBehindCaller(ctx, &s.turn) {
+		return nil, errWaitsOnCaller
+	}
+	b, err := e.block(ctx, &s.turn)
+	if err != nil {
+		return nil, err
+	}
+	lent := outer.lend(e.runner)
+	return func() { e.unblock(b); outer.unlend(e.runner, lent) }, nil
+}
+
 // markKey is the context key under which a task's ctx finds itself.
 type markKey struct{}
 
@@ -101,39 +144,36 @@ type marker interface {
 // taskCtx is the context fn receives, one per call. It carries the caller's
 // values and deadline, is canceled with the caller's ctx, when a giving-up
 // Close cancels running tasks, and when fn returns; and, while fn runs, it
-// marks the keys the task holds, so that nested calls can see them, and
-// counts the nested calls that borrowed the task's execution slot.
+// marks the keys the task holds, so that nested calls can see them.
 //
-// It is the only allocation of a synchronous call: fn may keep its ctx
-// (hand it to a goroutine, say), so it is never recycled, and it holds
-// nothing that is. It costs no further allocation unless fn asks for Done:
-// only then is a cancelable child of the caller's ctx made.
+// It is the only allocation of a Do or a Go (48 bytes with a string key):
+// fn may keep its ctx (hand it to a goroutine, say), so it is never
+// recycled, and everything that is recycled lives in the job it names
+// while the task is alive. It costs no further allocation unless fn asks
+// for Done: only then is a cancelable child of the caller's ctx made.
 type taskCtx[K comparable] struct {
 	parent context.Context
-	e      *Executor[K]
-	key    K    // single-key tasks
-	multi  *[]K // multi-key tasks: the keys, deduplicated
+	key    K // a single-key task's (a multi-key task's are its job's)
 
-	// lent counts nested calls that borrowed this running task's slot;
-	// only the one that moves it from 0 to 1 owns the slot.
-	lent atomic.Int32
-	// flags: ctxEnded once fn has returned (before that, only fn has the
-	// context); ctxUnread and ctxOwn are facts about the call, set before it
-	// is queued. One word for all three keeps the context at 64 bytes.
-	flags atomic.Uint32
-
+	// j is the task's job from the moment it is bound until fn has
+	// returned (or the task will never run), nil after: a context that has
+	// let go of its job never reads it again, and the job is recycled
+	// only after that. A reader that loaded j while it was set may use
+	// what a job keeps for good (j.e) and, while its own task is blocked
+	// in a nested call, what the job keeps for the running task (lent).
+	j     atomic.Pointer[job[K]]
 	inner atomic.Pointer[innerCtx]
 }
 
-const (
-	ctxEnded  = 1 << iota // fn returned
-	ctxUnread             // no caller reads the result (Go): a failure goes to the error handler
-	ctxOwn                // the job is part of a larger object (a Batcher's message): never pooled
-)
+// exec is the executor of a running task's context, or nil once it ended.
+func (c *taskCtx[K]) exec() *Executor[K] {
+	if j := c.j.Load(); j != nil {
+		return j.e
+	}
+	return nil
+}
 
-func (c *taskCtx[K]) ended() bool  { return c.flags.Load()&ctxEnded != 0 }
-func (c *taskCtx[K]) unread() bool { return c.flags.Load()&ctxUnread != 0 }
-func (c *taskCtx[K]) own() bool    { return c.flags.Load()&ctxOwn != 0 }
+func (c *taskCtx[K]) ended() bool { return c.j.Load() == nil }
 
 type innerCtx struct {
 	ctx    context.Context
@@ -145,21 +185,28 @@ func (c *taskCtx[K]) callerCtx() context.Context { return c.parent }
 
 func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.parent.Deadline() }
 
+// closedDone is what Done returns once a task's context has ended.
+var closedDone = ended.ch
+
 func (c *taskCtx[K]) Done() <-chan struct{} {
 	if in := c.inner.Load(); in != nil {
 		return in.ctx.Done()
 	}
+	j := c.j.Load()
+	if j == nil {
+		return closedDone
+	}
 	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.e.force, cancel)}
+	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(j.e.force, cancel)}
 	if !c.inner.CompareAndSwap(nil, in) {
 		in.stop()
 		cancel()
 		return c.inner.Load().ctx.Done()
 	}
 	if c.ended() {
-		// The task ended (or end raced with us: end stores ended, then
-		// loads inner; we store inner, then load ended; one of us sees the
-		// other, and cancelling twice is harmless).
+		// The task ended (or end raced with us: end clears j, then loads
+		// inner; we store inner, then load j; one of us sees the other,
+		// and cancelling twice is harmless).
 		in.stop()
 		cancel()
 	}
@@ -173,7 +220,7 @@ func (c *taskCtx[K]) Err() error {
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if c.ended() || c.e.force.Err() != nil {
+	if j := c.j.Load(); j == nil || j.e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
@@ -194,76 +241,44 @@ func (c *taskCtx[K]) Value(key any) any {
 
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
-// end cancels the context once fn has returned.
+// end cancels the context once fn has returned (or the task will never
+// run) and lets go of the job.
 func (c *taskCtx[K]) end() {
-	c.flags.Or(ctxEnded)
+	c.j.Store(nil)
 	if in := c.inner.Load(); in != nil {
 		in.stop()
 		in.cancel()
 	}
 }
 
-// keys returns a multi-key task's keys, or nil.
+// keys returns a running multi-key task's keys, or nil.
 func (c *taskCtx[K]) keys() []K {
-	if c.multi == nil {
-		return nil
+	if j := c.j.Load(); j != nil && j.multi != nil {
+		return *j.multi
 	}
-	return *c.multi
+	return nil
 }
 
-// holds reports whether the task holds key (by stripe, in striped mode).
+// single reports whether a running task has a single key (c.key).
+func (c *taskCtx[K]) single() bool {
+	j := c.j.Load()
+	return j != nil && j.multi == nil
+}
+
+// holds reports whether the running task holds key (by stripe, in striped
+// mode); false once it ended.
 func (c *taskCtx[K]) holds(key K) bool {
-	if c.multi == nil {
-		return c.e.router.Same(c.key, key)
+	j := c.j.Load()
+	if j == nil {
+		return false
 	}
-	for _, k := range *c.multi {
-		if c.e.router.Same(k, key) {
+	if j.multi == nil {
+		return j.e.router.Same(c.key, key)
+	}
+	for _, k := range *j.multi {
+		if j.e.router.Same(k, key) {
 			return true
 		}
 	}
 	return false
-}
-
-// keyAny is the task's key, or its keys, for the error handler.
-func (c *taskCtx[K]) keyAny() any {
-	if c.multi != nil {
-		return *c.multi
-	}
-	return c.key
-}
-
-func (c *taskCtx[K]) keyField() zap.Field {
-	if c.multi != nil {
-		return zap.Any("keys", *c.multi)
-	}
-	return zap.Any("key", c.key)
-}
-
-// beforeWait implements taskCall's for the Task of t, the submission whose
-// context c is. Besides a wait on a key the waiting task holds, it refuses
-// one on a submission queued behind a DoMany that waits for a key the
-// waiting task holds: neither could ever go first (see waitsOnCaller).
-func (c *taskCtx[K]) beforeWait(ctx context.Context, t *mailbox.Turn) (func(), error) {
-	e := c.e
-	outer := e.innermost(ctx)
-	if outer == nil {
-		return func() {}, nil
-	}
-	if c.multi == nil && e.held(ctx, c.key) {
-		return nil, ErrReentrant
-	}
-	for _, k := range c.keys() {
-		if e.held(ctx, k) {
-			return nil, ErrReentrant
-		}
-	}
-	if e.queuedBehindCaller(ctx, t) {
-		return nil, errWaitsOnCaller
-	}
-	b, err := e.block(ctx, t)
-	if err != nil {
-		return nil, err
-	}
-	lent := outer.lend(e.runner)
-	return func() { e.unblock(b); outer.unlend(e.runner, lent) }, nil
 }
