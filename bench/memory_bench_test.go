@@ -18,16 +18,19 @@ const waitingKeys = 100_000
 // costs: heap plus goroutine stacks, after GC, per key.
 //
 // perkey runs with one worker, blocked by a task on a key of its own, and
-// then takes one Submit on each of waitingKeys keys: every key has a live
-// mailbox and a queued task. The actor has no worker to block: each key gets
+// then takes one Submit (perkey-go: one Go) on each of waitingKeys keys:
+// every key has a live mailbox and a queued task. The actor has no worker to block: each key gets
 // its own goroutine, parked inside its task until the measurement is taken.
 func BenchmarkBytesPerWaitingKey(b *testing.B) {
 	ks := keys(waitingKeys)
 	b.Run("impl=perkey", func(b *testing.B) {
-		waitingPerkey(b, ks, executor.WithWorkers(1))
+		waitingPerkey(b, ks, false, executor.WithWorkers(1))
+	})
+	b.Run("impl=perkey-go", func(b *testing.B) {
+		waitingPerkey(b, ks, true, executor.WithWorkers(1))
 	})
 	b.Run("impl=perkey-stripes", func(b *testing.B) {
-		waitingPerkey(b, ks, executor.WithWorkers(1), executor.WithStripes(1024))
+		waitingPerkey(b, ks, false, executor.WithWorkers(1), executor.WithStripes(1024))
 	})
 	b.Run("impl=actor-retiring", func(b *testing.B) {
 		var heap, stack float64
@@ -53,8 +56,9 @@ func BenchmarkBytesPerWaitingKey(b *testing.B) {
 	})
 }
 
-// waitingPerkey is BytesPerWaitingKey for perkey with opts.
-func waitingPerkey(b *testing.B, ks []string, opts ...executor.Option) {
+// waitingPerkey is BytesPerWaitingKey for perkey with opts, queueing with
+// Go if useGo, else with Submit.
+func waitingPerkey(b *testing.B, ks []string, useGo bool, opts ...executor.Option) {
 	var heap, stack float64
 	ctx := context.Background()
 	for range b.N {
@@ -77,7 +81,12 @@ func waitingPerkey(b *testing.B, ks []string, opts ...executor.Option) {
 		fn := func(context.Context) error { wg.Done(); return nil }
 		h0, s0 := liveMemory()
 		for _, k := range ks {
-			if _, err := e.Submit(ctx, k, fn); err != nil {
+			if useGo {
+				err = e.Go(ctx, k, fn)
+			} else {
+				_, err = e.Submit(ctx, k, fn)
+			}
+			if err != nil {
 				b.Fatal(err)
 			}
 		}

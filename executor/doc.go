@@ -89,13 +89,14 @@
 //
 // # Costs
 //
-// An uncontended Do runs fn on the caller's goroutine: no hand-off. A Do,
-// DoShared or DoMany allocates one 64-byte object, the ctx fn receives (it
-// marks the keys the task holds); the rest of the task is recycled once
-// the call has returned. That ctx cannot be recycled: fn may keep it or hand
-// it to a goroutine, and a recycled ctx would then carry another call's
-// values and marks. A Submit allocates one 224-byte object (task, ctx and
-// the Task it returns, which is the caller's to keep). A waiting task costs
-// its entry; a busy key one mailbox; an idle key nothing. See BENCHMARKS.md
-// for figures.
+// An uncontended Do runs fn on the caller's goroutine: no hand-off. A Do or
+// DoShared allocates one object, the ctx fn receives (48 bytes with a string
+// key: the caller's ctx, the key, and a link to the task while it lives);
+// the rest of the task is recycled once the call has returned. That ctx
+// cannot be recycled: fn may keep it or hand it to a goroutine, and a
+// recycled ctx would then carry another call's values and marks. A Go
+// allocates one 208-byte object (the task and its ctx), a Submit one of 224
+// bytes (and the Task it returns, which is the caller's to keep); a DoMany
+// also its keys. A waiting task costs that object; a busy key one mailbox;
+// an idle key nothing. See BENCHMARKS.md for figures.
 package executor
