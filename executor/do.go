@@ -234,7 +234,8 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // ctx and the nesting rules are those of Submit, and so are Stats. Use it for
 // work whose outcome the caller would only log.
 //
-// It allocates only fn's ctx: everything else is recycled.
+// It allocates one object, the task together with fn's ctx, and no Task
+// (see Costs in the package doc).
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
