@@ -247,8 +247,7 @@ func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) erro
 
 // bind makes j a call of fn with ctx, run with the task context c.
 func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	c.parent = ctx
-	c.j.Store(j)
+	c.parent, c.j = ctx, j
 	j.fn, j.ctx = fn, c
 	return j
 }

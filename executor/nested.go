@@ -105,7 +105,7 @@ func (outer *taskCtx[K]) lender() *job[K] {
 	if outer == nil {
 		return nil
 	}
-	return outer.j.Load()
+	return outer.live()
 }
 
 // takeSlot finds a slot for an inline run: the calling task's own (it is

@@ -155,31 +155,52 @@ type taskCtx[K comparable] struct {
 	parent context.Context
 	key    K // a single-key task's (a multi-key task's are its job's)
 
-	// j is the task's job from the moment it is bound until fn has
-	// returned (or the task will never run), nil after: a context that has
-	// let go of its job never reads it again, and the job is recycled
-	// only after that. A reader that loaded j while it was set may use
-	// what a job keeps for good (j.e) and, while its own task is blocked
-	// in a nested call, what the job keeps for the running task (lent).
-	j     atomic.Pointer[job[K]]
+	// j is the task's job, set before the context is shared and never
+	// changed. It is the task's only while the context has not ended:
+	// after that the job may be recycled, so a context that has ended
+	// never reads it again (see live). A reader that found the context
+	// live may go on using what a job keeps for good (j.e) and, while its
+	// own task is blocked in a nested call, what the job keeps for the
+	// running task (the lent-slot mark).
+	j *job[K]
+
+	// inner is nil while the task runs and nobody asked Done, the child
+	// context Done made, or endedCtx once the task ended with no child.
 	inner atomic.Pointer[innerCtx]
+}
+
+// live returns the task's job while the context has not ended, else nil.
+func (c *taskCtx[K]) live() *job[K] {
+	if c.ended() {
+		return nil
+	}
+	return c.j
 }
 
 // exec is the executor of a running task's context, or nil once it ended.
 func (c *taskCtx[K]) exec() *Executor[K] {
-	if j := c.j.Load(); j != nil {
-		return j.e
+	if c.ended() {
+		return nil
 	}
-	return nil
+	return c.j.e
 }
 
-func (c *taskCtx[K]) ended() bool { return c.j.Load() == nil }
+// ended reports whether fn has returned (or the task will never run).
+func (c *taskCtx[K]) ended() bool {
+	in := c.inner.Load()
+	return in == endedCtx || (in != nil && in.ended.Load())
+}
 
+// innerCtx is the cancelable child of the caller's ctx that Done makes.
 type innerCtx struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	stop   func() bool
+	ended  atomic.Bool // the task ended (see taskCtx.end)
 }
+
+// endedCtx marks a task context that ended before anyone asked Done.
+var endedCtx = &innerCtx{}
 
 func (c *taskCtx[K]) callerCtx() context.Context { return c.parent }
 
@@ -189,38 +210,40 @@ func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.parent.
 var closedDone = ended.ch
 
 func (c *taskCtx[K]) Done() <-chan struct{} {
-	if in := c.inner.Load(); in != nil {
+	switch in := c.inner.Load(); in {
+	case nil:
+	case endedCtx:
+		return closedDone
+	default:
 		return in.ctx.Done()
 	}
-	j := c.j.Load()
-	if j == nil {
-		return closedDone
-	}
 	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(j.e.force, cancel)}
+	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.j.e.force, cancel)}
 	if !c.inner.CompareAndSwap(nil, in) {
+		// Another Done won, or the task ended meanwhile.
 		in.stop()
 		cancel()
-		return c.inner.Load().ctx.Done()
+		return c.Done()
 	}
-	if c.ended() {
-		// The task ended (or end raced with us: end clears j, then loads
-		// inner; we store inner, then load j; one of us sees the other,
-		// and cancelling twice is harmless).
-		in.stop()
-		cancel()
-	}
+	// Installed while the task was live: end finds it and cancels it.
 	return ctx.Done()
 }
 
 func (c *taskCtx[K]) Err() error {
-	if in := c.inner.Load(); in != nil {
+	switch in := c.inner.Load(); in {
+	case nil:
+	case endedCtx:
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+		return context.Canceled
+	default:
 		return in.ctx.Err()
 	}
 	if err := c.parent.Err(); err != nil {
 		return err
 	}
-	if j := c.j.Load(); j == nil || j.e.force.Err() != nil {
+	if c.j.e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
@@ -233,27 +256,29 @@ func (c *taskCtx[K]) Value(key any) any {
 		}
 		return c.parent.Value(key)
 	}
-	if in := c.inner.Load(); in != nil {
-		return in.ctx.Value(key)
-	}
-	return c.parent.Value(key)
+	return c.parent.Value(key) // Done's child adds no values
 }
 
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // end cancels the context once fn has returned (or the task will never
-// run) and lets go of the job.
+// run); from then on it no longer reads its job.
 func (c *taskCtx[K]) end() {
-	c.j.Store(nil)
-	if in := c.inner.Load(); in != nil {
-		in.stop()
-		in.cancel()
+	if c.inner.CompareAndSwap(nil, endedCtx) {
+		return
 	}
+	in := c.inner.Load()
+	if in == endedCtx {
+		return // ended already (a task abandoned after it was canceled, say)
+	}
+	in.ended.Store(true)
+	in.stop()
+	in.cancel()
 }
 
 // keys returns a running multi-key task's keys, or nil.
 func (c *taskCtx[K]) keys() []K {
-	if j := c.j.Load(); j != nil && j.multi != nil {
+	if j := c.live(); j != nil && j.multi != nil {
 		return *j.multi
 	}
 	return nil
@@ -261,14 +286,14 @@ func (c *taskCtx[K]) keys() []K {
 
 // single reports whether a running task has a single key (c.key).
 func (c *taskCtx[K]) single() bool {
-	j := c.j.Load()
+	j := c.live()
 	return j != nil && j.multi == nil
 }
 
 // holds reports whether the running task holds key (by stripe, in striped
 // mode); false once it ended.
 func (c *taskCtx[K]) holds(key K) bool {
-	j := c.j.Load()
+	j := c.live()
 	if j == nil {
 		return false
 	}
