@@ -146,11 +146,12 @@ type marker interface {
 // Close cancels running tasks, and when fn returns; and, while fn runs, it
 // marks the keys the task holds, so that nested calls can see them.
 //
-// It is the only allocation of a Do or a Go (48 bytes with a string key):
-// fn may keep its ctx (hand it to a goroutine, say), so it is never
-// recycled, and everything that is recycled lives in the job it names
-// while the task is alive. It costs no further allocation unless fn asks
-// for Done: only then is a cancelable child of the caller's ctx made.
+// It is the only allocation of a Do (48 bytes with a string key; a Go or a
+// Submit allocates it together with its job): fn may keep its ctx (hand it
+// to a goroutine, say), so it is never recycled, and everything that is
+// recycled lives in the job it names while the task is alive. It costs no
+// further allocation unless fn asks for Done: only then is a cancelable
+// child of the caller's ctx made.
 type taskCtx[K comparable] struct {
 	parent context.Context
 	key    K // a single-key task's (a multi-key task's are its job's)
