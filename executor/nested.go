@@ -99,19 +99,13 @@ const (
 	outerSlot      // borrowed from the task this nested call runs in
 )
 
-// lender is the job whose slot a nested call made with outer may borrow,
-// or nil.
-func (outer *taskCtx[K]) lender() *job[K] {
-	if outer == nil {
-		return nil
-	}
-	return outer.live()
-}
+// lendSlot marks j's slot lent; false if a nested call has it already.
+func (j *job[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
 
 // takeSlot finds a slot for an inline run: the calling task's own (it is
 // blocked in this call), else a free one.
 func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {
-	if j := outer.lender(); j != nil && j.bits.Or(lentBit)&lentBit == 0 {
+	if j := outer.live(); j != nil && j.lendSlot() {
 		return outerSlot
 	}
 	if r.TryAcquire() {
@@ -133,8 +127,7 @@ func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 // lend gives the calling task's slot to other work while a nested call
 // waits. It reports whether it did.
 func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
-	j := outer.lender()
-	if j == nil || j.bits.Or(lentBit)&lentBit != 0 {
+	if j := outer.live(); j == nil || !j.lendSlot() {
 		return false
 	}
 	r.Release()
@@ -152,7 +145,7 @@ func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
 
 // unlent marks the calling task's slot as its own again.
 func (outer *taskCtx[K]) unlent() {
-	if j := outer.lender(); j != nil {
+	if j := outer.live(); j != nil {
 		j.bits.And(^lentBit)
 	}
 }

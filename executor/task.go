@@ -170,9 +170,10 @@ type taskCtx[K comparable] struct {
 	inner atomic.Pointer[innerCtx]
 }
 
-// live returns the task's job while the context has not ended, else nil.
+// live returns the task's job while the context has not ended, else nil
+// (and nil for a nil context: a call made from outside any task).
 func (c *taskCtx[K]) live() *job[K] {
-	if c.ended() {
+	if c == nil || c.ended() {
 		return nil
 	}
 	return c.j
@@ -270,7 +271,7 @@ func (c *taskCtx[K]) end() {
 	}
 	in := c.inner.Load()
 	if in == endedCtx {
-		return // ended already (a task abandoned after it was canceled, say)
+		return // ended already: end may be called again, and does nothing
 	}
 	in.ended.Store(true)
 	in.stop()
