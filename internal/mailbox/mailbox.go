@@ -26,6 +26,8 @@ type Mailbox struct {
 	r      *Runner
 	owner  Owner
 	queue  list                  // FIFO of entries waiting for a hold
+	plain  plainRing             // plain tasks, in one FIFO with queue (see Plain)
+	aux    any                   // the owner's (SetAux)
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
 	holder *Turn                 // the exclusive holder, if any
 	run    func()
@@ -68,9 +70,18 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 	}
 }
 
-// Reset clears what an idle mailbox remembers (its service-rate estimate)
-// before it is reused for another key (locked).
-func (m *Mailbox) Reset() { m.busySince = 0; m.served.Store(0); m.many = false }
+// Reset clears what an idle mailbox remembers (its service-rate estimate,
+// and a plain ring grown past a few slots) before it is reused for another
+// key (locked).
+func (m *Mailbox) Reset() {
+	m.forget()
+	if len(m.plain.buf) > 16 {
+		m.plain.buf, m.plain.head = nil, 0
+	}
+}
+
+// forget clears the service-rate estimate once the queue has drained.
+func (m *Mailbox) forget() { m.busySince = 0; m.served.Store(0); m.many = false }
 
 // Lock locks the mailbox's shard.
 func (m *Mailbox) Lock() { m.mu.Lock() }
@@ -112,7 +123,7 @@ func (m *Mailbox) ServiceTime() time.Duration {
 // Admit is called when it enters the queue (locked).
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
-	e.parked = true
+	e.at = inRoom
 	if m.park == nil {
 		m.park = new(list)
 	}
@@ -124,7 +135,7 @@ func (m *Mailbox) Park(e *Entry) {
 // whether it was; false means it was admitted meanwhile.
 func (m *Mailbox) Unpark(e *Entry) bool {
 	m.mu.Lock()
-	was := e.parked
+	was := e.at == inRoom
 	if was {
 		m.unpark(e)
 	}
@@ -134,7 +145,7 @@ func (m *Mailbox) Unpark(e *Entry) bool {
 
 func (m *Mailbox) unpark(e *Entry) {
 	m.park.remove(e)
-	e.parked = false
+	e.at = nowhere
 	m.parked.Add(-1)
 }
 
@@ -262,7 +273,7 @@ func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
-	return m.queue.head == nil && m.holder == nil && (m.sharers == 0 || shared)
+	return m.queue.head == nil && m.plain.queued() == 0 && m.holder == nil && (m.sharers == 0 || shared)
 }
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
@@ -298,7 +309,8 @@ func (m *Mailbox) link(e *Entry) {
 		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
 		m.served.Store(0)
 	}
-	e.queued = true
+	e.at = inQueue
+	e.plainBefore = m.plain.tail
 	m.queue.push(e)
 	m.pending.Add(1)
 }
@@ -308,11 +320,11 @@ func (m *Mailbox) Dispatch() { m.r.Dispatch(m) }
 
 func (m *Mailbox) unlink(e *Entry) {
 	m.queue.remove(e)
-	e.queued = false
+	e.at = nowhere
 }
 
 func (m *Mailbox) grant(e *Entry) {
-	e.held = true
+	e.at = holding
 	if m.r.opt.Clock != nil && m.holder == nil && m.sharers == 0 {
 		m.heldSince.Store(m.r.opt.Clock())
 	}
@@ -324,7 +336,7 @@ func (m *Mailbox) grant(e *Entry) {
 }
 
 func (m *Mailbox) unhold(e *Entry) {
-	e.held = false
+	e.at = nowhere
 	if e.shared {
 		m.sharers--
 	} else {
@@ -359,7 +371,11 @@ func (m *Mailbox) MarkSlow() bool {
 // wake marks m driven and reports true if its head can be granted now and
 // no drive loop is scheduled (locked).
 func (m *Mailbox) wake() bool {
-	if m.driven || m.queue.head == nil || m.holder != nil || (m.sharers > 0 && !m.queue.head.shared) {
+	if m.driven || m.holder != nil {
+		return false
+	}
+	e, plain := m.front()
+	if !plain && (e == nil || (m.sharers > 0 && !e.shared)) || plain && m.sharers > 0 {
 		return false
 	}
 	m.driven = true
@@ -387,8 +403,8 @@ func (m *Mailbox) drive(budget int) *Turn {
 	m.mu.Lock()
 	var done *Turn // ran in this loop; settled once m's lock is released
 	for {
-		e := m.queue.head
-		if e == nil || m.holder != nil || (m.sharers > 0 && !e.shared) {
+		e, plain := m.front()
+		if !plain && e == nil || m.holder != nil || m.sharers > 0 && (plain || !e.shared) {
 			m.driven = false
 			m.unlockRetire()
 			settle(done)
@@ -400,6 +416,12 @@ func (m *Mailbox) drive(budget int) *Turn {
 			settle(done)
 			m.r.requeue(m)
 			return nil
+		}
+		if plain {
+			n := m.runPlain(budget, done)
+			done = nil
+			budget -= n
+			continue
 		}
 		t := e.t
 		if t.many == nil && !e.shared {
@@ -454,7 +476,7 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	last, n := first, 0
 	var g *Group // the group of the run being taken, if any
 	inRun := 0   // turns taken of that run
-	for e := first; e != nil && e.t.many == nil && !e.shared; e = e.next {
+	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
 		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max {
 			if n == budget {
 				break
@@ -463,7 +485,7 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 			g, inRun = eg, 0
 		}
 		inRun++
-		e.queued, e.batched = false, true
+		e.at = inBatch
 		last = e
 	}
 	m.queue.cut(last)
@@ -570,15 +592,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 // parked submission into the room (it queues behind the batch), and
 // settles the task.
 func (m *Mailbox) finishRun(t *Turn) {
-	m.pending.Add(-1)
-	if m.parked.Load() > 0 {
-		m.mu.Lock()
-		m.promote()
-		m.mu.Unlock()
-	}
-	if m.r.opt.MeasureService {
-		m.served.Add(1)
-	}
+	m.finishPlain()
 	t.Finish()
 	t.work.Settle()
 }
@@ -599,7 +613,7 @@ func (m *Mailbox) endBatch() {
 // released (locked). It reports whether any was queued.
 func (m *Mailbox) grantReaders() bool {
 	more := false
-	for e := m.queue.head; e != nil && e.shared; e = m.queue.head {
+	for e := m.queue.head; e != nil && e.shared && m.before(e); e = m.queue.head {
 		t := e.t
 		m.unlink(e)
 		if t.state.Load() == Canceled {
@@ -623,8 +637,8 @@ func (m *Mailbox) decay() {
 	if m.busySince == 0 {
 		return
 	}
-	if m.queue.head == nil {
-		m.Reset() // the queue drained
+	if m.queue.head == nil && m.plain.queued() == 0 {
+		m.forget() // the queue drained
 		return
 	}
 	if s := m.served.Load(); s >= 64 {

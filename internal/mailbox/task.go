@@ -105,13 +105,23 @@ type Entry struct {
 	prev, next *Entry
 	m          *Mailbox
 	t          *Turn
-	queued     bool // linked in m's queue; guarded by m's lock
-	held       bool // m has granted t; guarded by m's lock
-	parked     bool // linked in m's waiting room; guarded by m's lock
-	shared     bool // asks for a shared hold (only a single-key task's entry does)
-	batched    bool // taken into a drive loop's batch (and, if it started, left set); guarded by m's lock
-	grouped    bool // its turn is in a batch group (Turn.SetGrouped); set before it is queued
+	at         place // where it is in m; guarded by m's lock
+	shared     bool  // asks for a shared hold (only a single-key task's entry does)
+	grouped    bool  // its turn is in a batch group (Turn.SetGrouped); set before it is queued
+
+	plainBefore uint32 // plain slots queued in m before it (see Plain); set when queued
 }
+
+// place is where an entry is in its mailbox.
+type place uint8
+
+const (
+	nowhere place = iota
+	inQueue       // linked in m's queue
+	holding       // m has granted its turn
+	inRoom        // linked in m's waiting room
+	inBatch       // taken into a drive loop's batch (and, if it started, left so)
+)
 
 // Init prepares t for a single-key submission: a zero Turn, or a reused
 // one that ran (Done, or still Queued after an inline run, see Mailbox.Hold).
@@ -125,7 +135,7 @@ func (t *Turn) Init(w Work, shared bool) {
 		t.need.Store(1)
 	}
 	t.many = nil
-	t.one.queued, t.one.held, t.one.parked, t.one.batched, t.one.grouped = false, false, false, false, false
+	t.one.at, t.one.grouped = nowhere, false
 	t.one.shared = shared
 	// A reused task keeps its work and entry owner; not writing them again
 	// keeps Mailbox.OldestStamp's unlocked reads free of races.
@@ -189,7 +199,7 @@ func (t *Turn) Entry() *Entry { return &t.one }
 // Batched reports whether a single-key task that ran was run in a drive
 // loop's batch, whose end the runner reports to RunnerOptions.Ran. Read it in
 // Settle.
-func (t *Turn) Batched() bool { return t.many == nil && t.one.batched }
+func (t *Turn) Batched() bool { return t.many == nil && t.one.at == inBatch }
 
 // State reports the task's state.
 func (t *Turn) State() State { return t.state.Load() }
@@ -259,23 +269,17 @@ func (e *Entry) release() {
 	}
 	m.mu.Lock()
 	switch {
-	case e.queued:
+	case e.at == inQueue:
 		m.unlink(e)
-	case e.held:
+	case e.at == holding:
 		m.unhold(e)
-	case e.batched:
-		e.batched = false // the drive loop will skip it
+	case e.at == inBatch:
+		e.at = nowhere // the drive loop will skip it
 	default:
 		m.mu.Unlock()
 		return
 	}
-	m.pending.Add(-1)
-	m.promote()
-	wake := m.wake()
-	m.unlockRetire()
-	if wake {
-		m.r.Dispatch(m)
-	}
+	m.giveBack()
 }
 
 // EachManyAhead calls f, with the mailbox of single-key task t locked, for
@@ -290,7 +294,7 @@ func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock() // nothing changes: no retirement to decide
-	if e.queued {
+	if e.at == inQueue {
 		m.EachManyAhead(e, f)
 	}
 }
@@ -324,8 +328,8 @@ func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !e.parked || m.holder == nil {
-		return e.parked, false, nil
+	if e.at != inRoom || m.holder == nil {
+		return e.at == inRoom, false, nil
 	}
 	if h := m.Holder(); h != nil && h.many != nil {
 		many = h
@@ -345,8 +349,8 @@ func (t *Turn) JoinsShared() bool {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !e.queued || m.holder != nil {
-		return false
+	if e.at != inQueue || m.holder != nil || !m.before(e) {
+		return false // held, or an exclusive plain task is queued ahead
 	}
 	for o := m.queue.head; o != nil && o != e; o = o.next {
 		if !o.shared {
@@ -364,9 +368,9 @@ func (e *Entry) eachWaitedMany(f func(o *Turn)) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	switch {
-	case e.queued:
+	case e.at == inQueue:
 		m.EachManyAhead(e, f)
-	case e.parked:
+	case e.at == inRoom:
 		m.EachManyAhead(nil, f)
 	}
 }

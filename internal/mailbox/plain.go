@@ -1,0 +1,239 @@
+package mailbox
+
+import "context"
+
+// Plain tasks.
+//
+// Most fire-and-forget work is a single-key exclusive task that nothing can
+// cancel, wait on or inspect while it is queued: no Turn is needed for it.
+// Such a task is queued as a plain slot, the function and what runs it, in
+// a ring that the mailbox keeps and reuses, so it costs no per-task queue
+// node. The drive loop reads the slots of a batch one after another, which
+// the processor fetches ahead, instead of following a pointer per task to
+// a node another core wrote.
+//
+// Plain slots and Entries share one FIFO order. Each entry records how many
+// plain slots had been queued before it (Entry.plainBefore, against the
+// ring's tail count): the entry goes first once every one of those has
+// been taken. Nothing else about entries changes.
+//
+// A plain slot is invisible to what reads Turns (Each, Head, Oldest,
+// OldestStamp): an owner queues plain tasks only where it reads none of
+// those, or where it does not need to see them (see TakePlain for Close).
+
+// Plain runs a plain task (EnqueuePlain). Like Work.Run, RunPlain must not
+// panic and must account for the task's end itself, including when fn
+// calls runtime.Goexit: then it does not return, and the mailbox ends the
+// task as after a return and hands the key to a fresh drive loop.
+type Plain interface {
+	RunPlain(fn func(context.Context) error)
+}
+
+type plainSlot struct {
+	fn func(context.Context) error
+	p  Plain
+}
+
+// plainRing is a mailbox's plain slots: first those of the running batch
+// (cut of them), then the queued ones. Its counts are absolute and wrap:
+// tail counts the slots ever queued, taken those ever taken into a batch or
+// out by TakePlain; tail-taken are queued.
+type plainRing struct {
+	buf         []plainSlot // len is 0 or a power of two
+	head        uint32      // buf index of the first slot (of the batch, if one runs)
+	cut         uint32      // slots at head in the running batch
+	tail, taken uint32
+}
+
+// queued is the number of plain slots waiting.
+func (q *plainRing) queued() int { return int(q.tail - q.taken) }
+
+func (q *plainRing) size() int { return int(q.cut) + q.queued() }
+
+// at returns the index in buf of the i-th slot from head.
+func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) }
+
+func (q *plainRing) push(s plainSlot) {
+	n := q.size()
+	if n == len(q.buf) {
+		q.resize(max(2*len(q.buf), 4))
+	}
+	q.buf[q.at(n)] = s
+	q.tail++
+}
+
+// resize moves the slots to a new buffer of n slots. A running batch may
+// still read the old buffer: its slots are copied, never overwritten.
+func (q *plainRing) resize(n int) {
+	buf := make([]plainSlot, n)
+	for i := range q.size() {
+		buf[i] = q.buf[q.at(i)]
+	}
+	q.buf, q.head = buf, 0
+}
+
+// drop removes the first n slots (a batch that ran, or queued ones taken
+// out), clearing them so that what they held can be collected.
+func (q *plainRing) drop(n int) {
+	for i := range n {
+		q.buf[q.at(i)] = plainSlot{}
+	}
+	q.head = uint32(q.at(n))
+	if len(q.buf) > 64 && q.size() <= len(q.buf)/8 {
+		// Give back what a burst took: memory follows the work now
+		// (and Mailbox.Reset drops all but a small ring).
+		q.resize(len(q.buf) / 4)
+	}
+}
+
+// EnqueuePlain queues fn, run by p, at the tail of m's queue (locked). Like
+// Enqueue, it reports whether m now needs a drive loop; if so the caller
+// must call Dispatch after unlocking. A plain task cannot be canceled; the
+// owner must also never need to find it through a Turn (see Plain).
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain) (dispatch bool) {
+	m.plain.push(plainSlot{fn: fn, p: p})
+	m.pending.Add(1)
+	return m.wake()
+}
+
+// Aux returns what SetAux stored (locked); nil until then. It stays with
+// the mailbox when the mailbox is reused for another key.
+func (m *Mailbox) Aux() any { return m.aux }
+
+// SetAux stores a value for the owner, say what the plain tasks of m share
+// (locked).
+func (m *Mailbox) SetAux(v any) { m.aux = v }
+
+// TakePlain takes every queued plain task out of m and returns them in
+// queue order, for its owner to end without running them (locked); a
+// running batch's are left to it. Each was pending: the caller must call
+// DonePlain once per task it ends, unlocked.
+func (m *Mailbox) TakePlain() []Plain {
+	q := &m.plain
+	n := q.queued()
+	if n == 0 {
+		return nil
+	}
+	ps := make([]Plain, n)
+	for i := range ps {
+		k := q.at(int(q.cut) + i)
+		ps[i] = q.buf[k].p
+		q.buf[k] = plainSlot{}
+	}
+	q.taken = q.tail
+	return ps
+}
+
+// DonePlain gives back the place of a plain task taken out by TakePlain.
+func (m *Mailbox) DonePlain() {
+	m.mu.Lock()
+	m.giveBack()
+}
+
+// giveBack frees the place of a task that left m (locked; it unlocks):
+// it admits parked submissions into the room, and wakes m if what is now
+// at its head can go.
+func (m *Mailbox) giveBack() {
+	m.pending.Add(-1)
+	m.promote()
+	wake := m.wake()
+	m.unlockRetire()
+	if wake {
+		m.r.Dispatch(m)
+	}
+}
+
+// front returns what goes first among the queued: the head entry (plain
+// false), a plain slot (nil, true), or nothing (nil, false) (locked).
+func (m *Mailbox) front() (*Entry, bool) {
+	e := m.queue.head
+	if m.plain.queued() == 0 || (e != nil && m.before(e)) {
+		return e, false
+	}
+	return nil, true
+}
+
+// before reports whether the queued entry e goes ahead of every queued
+// plain slot: each of those queued before e has been taken.
+func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.taken) <= 0 }
+
+// runPlain runs a batch of the plain tasks at the head of the queue, up to
+// budget, like runBatch: m is locked on entry and on return, done (a task
+// of the caller's) is settled once unlocked, and it returns how many it
+// took. The batch's slots stay in the ring while it runs unlocked, so that
+// new ones queue behind them; if the ring grows meanwhile, the batch goes
+// on reading the buffer it was cut from, whose slots are copied, never
+// overwritten.
+func (m *Mailbox) runPlain(budget int, done *Turn) int {
+	q := &m.plain
+	n := min(budget, q.queued())
+	if e := m.queue.head; e != nil {
+		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
+	}
+	buf, at := q.buf, int(q.head)
+	q.cut, q.taken = uint32(n), q.taken+uint32(n)
+	m.holder = &batchHold
+	m.mu.Unlock()
+	settle(done)
+	m.runPlainFrom(buf, at, n, 0)
+	m.mu.Lock()
+	m.endPlain()
+	return n
+}
+
+// runPlainFrom runs the plain slots buf[at..], left of them, of a running
+// batch in which ran tasks ran before. If a task never returns (its fn
+// called runtime.Goexit, and RunPlain accounted for it), the deferred check
+// frees the task's place and hands the rest of the batch, the mailbox and
+// the execution slot to a fresh drive loop, as runFrom does.
+func (m *Mailbox) runPlainFrom(buf []plainSlot, at, left, ran int) {
+	running := false
+	defer func() {
+		if running {
+			m.finishPlain()
+			m.r.takeOver(func() {
+				m.runPlainFrom(buf, at+1, left-1, ran+1)
+				m.mu.Lock()
+				m.endPlain()
+				m.mu.Unlock()
+			}, item{m: m})
+		}
+	}()
+	mask := len(buf) - 1
+	for ; left > 0; left-- {
+		s := &buf[at&mask]
+		running = true
+		s.p.RunPlain(s.fn)
+		running = false
+		m.finishPlain()
+		ran++
+		at++
+	}
+	if m.r.opt.Ran != nil && ran > 0 {
+		m.r.opt.Ran(ran)
+	}
+}
+
+// finishPlain frees the place of a batched task that ran (plain or not,
+// see finishRun) and admits a parked submission into the room (it queues
+// behind the batch).
+func (m *Mailbox) finishPlain() {
+	m.pending.Add(-1)
+	if m.parked.Load() > 0 {
+		m.mu.Lock()
+		m.promote()
+		m.mu.Unlock()
+	}
+	if m.r.opt.MeasureService {
+		m.served.Add(1)
+	}
+}
+
+// endPlain removes the batch that ran from the ring and releases its hold
+// (locked).
+func (m *Mailbox) endPlain() {
+	q := &m.plain
+	q.drop(int(q.cut))
+	q.cut = 0
+	m.endBatch()
+}

@@ -1,0 +1,267 @@
+package mailbox_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+
+	"github.com/alitto/pond/v2"
+
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// plainWork is a mailbox.Plain that logs its task's id (through fn), can be
+// held back by a gate, and can end its goroutine with runtime.Goexit after
+// logging.
+type plainWork struct {
+	gate    chan struct{} // nil: run at once
+	started chan struct{} // closed when RunPlain begins, if non-nil
+	exit    bool
+	ran     atomic.Int32
+	done    chan struct{} // closed when the task has run
+}
+
+func (p *plainWork) RunPlain(fn func(context.Context) error) {
+	p.ran.Add(1)
+	if p.started != nil {
+		close(p.started)
+	}
+	if p.gate != nil {
+		<-p.gate
+	}
+	_ = fn(context.Background())
+	close(p.done)
+	if p.exit {
+		runtime.Goexit()
+	}
+}
+
+// plain queues a plain task that logs id.
+func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
+	if p == nil {
+		p = new(plainWork)
+	}
+	p.done = make(chan struct{})
+	b.m.Lock()
+	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p)
+	b.m.Release()
+	if dispatch {
+		b.m.Dispatch()
+	}
+	return p
+}
+
+func (b *box) pending() int {
+	b.m.Lock()
+	defer b.m.Release()
+	return b.m.Pending()
+}
+
+// TestPlainFIFO: plain tasks and Turns queued on one mailbox in any mix run
+// one at a time in the order they were queued, each once, whatever the
+// drive loop's budget; then the mailbox is idle and retired.
+func TestPlainFIFO(t *testing.T) {
+	for _, throughput := range []int{1, 2, 5, 64} {
+		rng := rand.New(rand.NewPCG(uint64(throughput), 1))
+		r := newRunner(t, 1, throughput)
+		b := newBox(r)
+		var log runLog
+		head := newGatedWork(0, &log) // everything queues behind it
+		b.submit(head)
+		wait(t, "the head task to start", head.started)
+		var dones []<-chan struct{}
+		for id := 1; id < 300; id++ {
+			if rng.IntN(3) == 0 {
+				w := newWork(id, &log)
+				b.submit(w)
+				dones = append(dones, w.done)
+			} else {
+				dones = append(dones, b.plain(id, &log, nil).done)
+			}
+		}
+		close(head.gate)
+		for _, d := range dones {
+			wait(t, "a task to end", d)
+		}
+		r.Wait()
+		if got := log.get(); !slices.Equal(got, seq(300)) {
+			t.Fatalf("throughput %d: run order %v; want 0..299 in order", throughput, got)
+		}
+		if p := b.pending(); p != 0 {
+			t.Errorf("throughput %d: Pending after the drain = %d; want 0", throughput, p)
+		}
+		b.m.Lock()
+		idle := b.m.Idle()
+		b.m.Release()
+		if !idle || b.o.retired.Load() == 0 {
+			t.Errorf("throughput %d: idle %v, retired %d times; want idle and retired", throughput, idle, b.o.retired.Load())
+		}
+	}
+}
+
+func seq(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// TestPlainRingGrowsDuringBatch: while a plain batch runs, a thousand more
+// plain tasks queue behind it, growing the ring the batch reads from; the
+// batch and everything behind it still run once each, in order.
+func TestPlainRingGrowsDuringBatch(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	first := b.plain(0, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	var last *plainWork
+	for id := 1; id < 4; id++ {
+		last = b.plain(id, &log, nil) // the rest of the first batch, if it takes them
+	}
+	wait(t, "the first plain task to start", first.started)
+	for id := 4; id < 1004; id++ {
+		last = b.plain(id, &log, nil)
+	}
+	close(first.gate)
+	wait(t, "the last plain task", last.done)
+	r.Wait()
+	if got := log.get(); !slices.Equal(got, seq(1004)) {
+		t.Fatalf("run order %v; want 0..1003 in order", got)
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+}
+
+// TestPlainGoexit: a plain task whose RunPlain ends its goroutine in the
+// middle of a batch costs the key nothing: the tasks behind it run in
+// order on a fresh drive loop, Ran counts every task, and the mailbox
+// retires.
+func TestPlainGoexit(t *testing.T) {
+	var ran atomic.Int64
+	pool := pond.NewPool(0)
+	r := mailbox.NewRunner(pool, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }})
+	t.Cleanup(func() {
+		r.Wait()
+		pool.StopAndWait()
+	})
+	b := newBox(r)
+	var log runLog
+	head := newGatedWork(-1, &log)
+	b.submit(head)
+	wait(t, "the head task to start", head.started)
+	var last *plainWork
+	for id := range 10 {
+		last = b.plain(id, &log, &plainWork{exit: id == 3 || id == 7})
+	}
+	close(head.gate)
+	wait(t, "the last plain task", last.done)
+	r.Wait()
+	if got, want := log.get(), append([]int{-1}, seq(10)...); !slices.Equal(got, want) {
+		t.Fatalf("run order %v; want %v", got, want)
+	}
+	if got := ran.Load(); got != 11 {
+		t.Errorf("Ran reported %d tasks; want 11", got)
+	}
+	if p := b.pending(); p != 0 || b.o.retired.Load() == 0 {
+		t.Errorf("after the drain: Pending %d, retired %d times; want 0 and retired", p, b.o.retired.Load())
+	}
+}
+
+// TestTakePlain: TakePlain takes the queued plain tasks out, oldest first,
+// leaving the Turns queued among them and the running task alone; the
+// mailbox counts them pending until DonePlain, and the Turns behind them
+// still run in order.
+func TestTakePlain(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	head := newGatedWork(0, &log)
+	b.submit(head)
+	wait(t, "the head task to start", head.started)
+	var ps []*plainWork
+	var ws []*work
+	for id := 1; id <= 6; id++ {
+		if id%3 == 0 {
+			w := newWork(id, &log)
+			b.submit(w)
+			ws = append(ws, w)
+			continue
+		}
+		ps = append(ps, b.plain(id, &log, nil))
+	}
+	b.m.Lock()
+	taken := b.m.TakePlain()
+	again := b.m.TakePlain()
+	b.m.Release()
+	if len(taken) != len(ps) || again != nil {
+		t.Fatalf("TakePlain: got %d, then %d; want %d, then none", len(taken), len(again), len(ps))
+	}
+	for i, p := range taken {
+		if p != ps[i] {
+			t.Errorf("TakePlain[%d] is not the %d-th plain task queued", i, i)
+		}
+	}
+	if p := b.pending(); p != 1+len(ws)+len(ps) {
+		t.Errorf("Pending before DonePlain = %d; want %d", p, 1+len(ws)+len(ps))
+	}
+	for range taken {
+		b.m.DonePlain()
+	}
+	close(head.gate)
+	for _, w := range ws {
+		wait(t, "a task behind the taken ones", w.done)
+	}
+	r.Wait()
+	if got := log.get(); !slices.Equal(got, []int{0, 3, 6}) {
+		t.Errorf("run order %v; want [0 3 6]", got)
+	}
+	for i, p := range ps {
+		if p.ran.Load() != 0 {
+			t.Errorf("taken plain task %d ran", i)
+		}
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+}
+
+// TestPlainAheadOfShared: with a plain task queued and nothing holding the
+// mailbox (its drive loop waits for the only slot, busy on another key), a
+// shared task queued behind it does not join a shared group, and nothing
+// can hold the mailbox inline; once the slot is free the two run in order.
+func TestPlainAheadOfShared(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	other, b := newBox(r), newBox(r)
+	var log runLog
+	busy := newGatedWork(-1, &log)
+	other.submit(busy)
+	wait(t, "the other key's task to start", busy.started)
+	p := b.plain(1, &log, nil)
+	st := new(mailbox.Turn)
+	sw := newWork(2, &log)
+	st.Init(sw, true)
+	b.m.Lock()
+	if b.m.CanHold(true) {
+		t.Errorf("CanHold(shared) with a plain task queued: got true")
+	}
+	dispatch := b.m.Enqueue(st.Entry())
+	b.m.Release()
+	if dispatch {
+		b.m.Dispatch()
+	}
+	if st.JoinsShared() {
+		t.Errorf("JoinsShared behind a queued plain task: got true")
+	}
+	close(busy.gate)
+	wait(t, "the plain task", p.done)
+	wait(t, "the shared task", sw.done)
+	r.Wait()
+	if got := log.get(); !slices.Equal(got, []int{-1, 1, 2}) {
+		t.Errorf("run order %v; want [-1 1 2]", got)
+	}
+}
