@@ -242,18 +242,25 @@ func (e *Executor[K]) observeAccepted() {
 // abandon ends an accepted task that will never run (already taken out of
 // Queued by the caller).
 func (e *Executor[K]) abandon(j *job[K], err error) {
-	e.canceled.Add(1)
-	j.ctx.end()
 	j.err = err
+	e.abandoned(j.ctx, j.multi, j.unread, err)
+}
+
+// abandoned accounts for an accepted task (with context c, and keys multi
+// if it has several) that will never run, because of err; unread: err goes
+// to the error handler.
+func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
+	e.canceled.Add(1)
+	c.end()
 	if e.obs != nil {
 		e.obs.TaskCanceled()
 	}
-	if j.unread {
-		e.unread(j.keyField(), j.keyAny(), err)
+	if unread {
+		e.unread(keyField(c, multi), keyAny(c, multi), err)
 		return
 	}
 	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
-		ce.Write(j.keyField(), zap.Error(err))
+		ce.Write(keyField(c, multi), zap.Error(err))
 	}
 }
 

@@ -294,7 +294,7 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	// The batch's context marks the key as held; a nested call borrows
 	// the first message's job's slot count (it is alive until the batch
 	// settles).
-	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), j: jobs[0]}
+	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), j: &jobs[0].core}
 	returned := false
 	defer func() {
 		if returned {

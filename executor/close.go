@@ -83,9 +83,26 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
 	var queued []*mailbox.Turn
+	type taken struct {
+		m  *mailbox.Mailbox
+		ps []mailbox.Plain
+	}
+	var plain []taken
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
 		m.Each(func(t *mailbox.Turn) { queued = append(queued, t) })
+		if ps := m.TakePlain(); ps != nil {
+			plain = append(plain, taken{m, ps})
+		}
 	})
+	// Plain tasks taken out of their queues end as they would have when
+	// their turn came (RunPlain): their mailbox first, then the drain.
+	for _, t := range plain {
+		for _, p := range t.ps {
+			e.abandoned(p.(*taskCtx[K]), nil, true, ErrClosed)
+			t.m.DonePlain()
+			e.unreserve()
+		}
+	}
 	for _, t := range queued {
 		// cancel also settles the task, so its Wait returns and the drain
 		// that Close waits for counts it. (A multi-key task queued in

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -130,26 +131,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		e.unreserve()
 		return queued, e.reject(err)
 	case backpressure.Wait:
-		if outer == nil {
-			outer = e.innermost(ctx) // a Submit passes none
-		}
-		if outer != nil && e.held(ctx, key) {
-			// A nested Submit on a key its task holds: the room it would
-			// wait for is given back only once that task ends.
-			be := e.keyBusy(m, key)
-			m.Release()
-			e.unreserve()
-			return queued, e.reject(be)
-		}
-		if j.done == nil {
-			j.done = make(chan struct{}, 1) // an asynchronous job's, for park
-		}
-		m.Park(j.turn.Entry())
-		m.Release()
-		if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {
-			return queued, err
-		}
-		return queuedLent, nil
+		return e.waitRoom(ctx, j, m, outer)
 	}
 	if inline && m.CanHold(j.turn.Shared()) {
 		if slot := outer.takeSlot(e.runner); slot != noSlot {
@@ -173,6 +155,32 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		e.dispatching.Done()
 	}
 	return queued, nil
+}
+
+// waitRoom parks j, reserved and refused room at its key's cap with a
+// waiting policy, in the waiting room of its mailbox m (locked), and waits
+// as enter does; outer is the calling task, if enter knows it.
+func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (placement, error) {
+	if outer == nil {
+		outer = e.innermost(ctx) // a Submit passes none
+	}
+	if outer != nil && e.held(ctx, j.ctx.key) {
+		// A nested Submit on a key its task holds: the room it would
+		// wait for is given back only once that task ends.
+		be := e.keyBusy(m, j.ctx.key)
+		m.Release()
+		e.unreserve()
+		return queued, e.reject(be)
+	}
+	if j.done == nil {
+		j.done = make(chan struct{}, 1) // an asynchronous job's, for park
+	}
+	m.Park(j.turn.Entry())
+	m.Release()
+	if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {
+		return queued, err
+	}
+	return queuedLent, nil
 }
 
 // runInline runs j, held inline (see enter), with slot s, then gives back
@@ -219,7 +227,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if err := e.validate(key); err != nil {
 		return nil, err
 	}
-	s := &submission[K]{job: job[K]{e: e}}
+	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
 	s.task.call = s
 	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, s, false); err != nil {
 		return nil, err
@@ -234,8 +242,10 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // ctx and the nesting rules are those of Submit, and so are Stats. Use it for
 // work whose outcome the caller would only log.
 //
-// It allocates one object, the task together with fn's ctx, and no Task
-// (see Costs in the package doc).
+// It allocates one object, and no Task: only fn's ctx when ctx never ends
+// (its Done returns nil, as context.Background's does) and the executor
+// keeps no ages and no stripes (see Costs in the package doc); else the
+// task together with fn's ctx.
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
@@ -243,7 +253,10 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 	if err := e.validate(key); err != nil {
 		return err
 	}
-	g := &jobWithCtx[K]{job: job[K]{e: e, unread: true}} // no caller reads the result
+	if e.plain && ctx.Done() == nil {
+		return e.goPlain(ctx, key, fn)
+	}
+	g := &jobWithCtx[K]{job: job[K]{core: core[K]{e: e, unread: true}}} // no caller reads the result
 	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.job, false)
 }
 
@@ -272,6 +285,112 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on
 	}
 	return nil
+}
+
+// goPlain is Go for a ctx that never ends, on an executor where plain
+// tasks are allowed (Executor.plain): nothing can cancel such a task or
+// wait on it, and nothing reads it through a Turn, so it is queued as a
+// plain slot of its key's mailbox (see mailbox.Plain) and fn's ctx is its
+// only allocation. The ctx's core is the mailbox's, which its plain tasks
+// use one after another. Admission is enter's; a key at its cap under a
+// waiting policy parks the task as a job of its own, like any Go.
+func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
+	c := &taskCtx[K]{parent: ctx, key: key}
+	if err := e.reserve(ctx); err != nil {
+		return err
+	}
+	m := e.router.Acquire(key)
+	v, err := e.askKey(m, key)
+	switch v {
+	case backpressure.Reject:
+		m.Release()
+		e.unreserve()
+		return e.reject(err)
+	case backpressure.Wait:
+		j := &job[K]{core: core[K]{e: e, async: true, unread: true}}
+		e.bind(j, ctx, fn, c) // c is nobody's yet
+		j.turn.Init(j, false)
+		p, err := e.waitRoom(ctx, j, m, nil)
+		if err == nil && p == queuedLent {
+			e.innermost(ctx).unlend(e.runner, true) // ctx never ends: nothing to watch first
+		}
+		return err
+	}
+	c.j = e.plainCore(m)
+	e.submitted.Add(1)
+	dispatch := m.EnqueuePlain(fn, c)
+	if dispatch {
+		e.dispatching.Add(1) // under m's lock: before the task can end
+	}
+	m.Release()
+	e.observeAccepted()
+	if dispatch {
+		m.Dispatch()
+		e.dispatching.Done()
+	}
+	return nil
+}
+
+// plainCore returns the core that the plain tasks of m share, made on the
+// first (locked). It stays with the mailbox when it is reused for another
+// key: the core names only the executor.
+func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
+	if c, ok := m.Aux().(*core[K]); ok {
+		return c
+	}
+	c := &core[K]{e: e}
+	m.SetAux(c)
+	return c
+}
+
+// RunPlain runs fn as a plain task with context c (mailbox.Plain), as
+// job.Run runs a job's; it then gives back the task's reservation, since
+// no Settle follows a plain task. Its ctx never ends (see goPlain): only a
+// giving-up Close keeps it from running.
+func (c *taskCtx[K]) RunPlain(fn func(context.Context) error) {
+	e := c.j.e
+	if e.force.Err() != nil {
+		e.abandoned(c, nil, true, ErrClosed)
+		e.releasePlain()
+		return
+	}
+	e.started.Add(1)
+	outcome, err := c.callPlain(fn)
+	e.finished(c, nil, true, err, outcome, time.Time{})
+	e.releasePlain()
+}
+
+// callPlain is job.call for a plain task: a panic becomes a *PanicError,
+// and a runtime.Goexit ends the task here (ErrGoexit) as the goroutine
+// unwinds, and callPlain never returns.
+func (c *taskCtx[K]) callPlain(fn func(context.Context) error) (outcome Outcome, err error) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		e := c.j.e
+		if v := recover(); v != nil {
+			err, outcome = e.recovered(v, zap.Any("key", c.key)), Panicked
+			return
+		}
+		e.finished(c, nil, true, ErrGoexit, Failed, time.Time{})
+		e.releasePlain()
+	}()
+	err = fn(c)
+	returned = true
+	if err != nil {
+		outcome = Failed
+	}
+	return outcome, err
+}
+
+// releasePlain gives back an ended plain task's reservation, unless the
+// drive loop gives back its batch's at once (see job.release).
+func (e *Executor[K]) releasePlain() {
+	if !e.batchRelease {
+		e.unreserve()
+	}
 }
 
 // wait blocks until the synchronous job j ends; if ctx ends first and j has

@@ -94,9 +94,16 @@
 // key: the caller's ctx, the key, and a link to the task while it lives);
 // the rest of the task is recycled once the call has returned. That ctx
 // cannot be recycled: fn may keep it or hand it to a goroutine, and a
-// recycled ctx would then carry another call's values and marks. A Go
-// allocates one 208-byte object (the task and its ctx), a Submit one of 224
-// bytes (and the Task it returns, which is the caller's to keep); a DoMany
-// also its keys. A waiting task costs that object; a busy key one mailbox;
-// an idle key nothing. See BENCHMARKS.md for figures.
+// recycled ctx would then carry another call's values and marks.
+//
+// A Go whose ctx never ends (its Done returns nil, as context.Background's
+// and context.WithoutCancel's do) also allocates only its ctx, on an
+// executor that keeps no ages (no WithObserver, WithSlowTaskWarning or
+// age-reading policy) and no stripes: nothing can withdraw such a task, so
+// it waits as a 24-byte slot in its key's ring of plain tasks, reused from
+// one task to the next. Any other Go allocates one 208-byte object (the
+// task and its ctx), a Submit one of 224 bytes (and the Task it returns,
+// which is the caller's to keep); a DoMany also its keys. A waiting task
+// costs that object or slot; a busy key one mailbox; an idle key nothing.
+// See BENCHMARKS.md for figures.
 package executor

@@ -32,10 +32,13 @@ type Executor[K comparable] struct {
 	// batchRelease: with no global cap, a batch's reservations are given
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
-	runner       *mailbox.Runner
-	router       *router.Router[K]
-	pool         pond.Pool
-	ownPool      bool
+	// plain: a Go whose ctx never ends is queued as a plain slot (see
+	// goPlain): no ages to stamp it with, no stripe to name after it.
+	plain   bool
+	runner  *mailbox.Runner
+	router  *router.Router[K]
+	pool    pond.Pool
+	ownPool bool
 
 	jobs sync.Pool // of *job[K]; see job
 
@@ -185,10 +188,11 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		e.pool = pond.NewPool(0)
 		e.ownPool = true
 	}
-	e.jobs.New = func() any { return &job[K]{e: e, done: make(chan struct{}, 1)} }
+	e.jobs.New = func() any { return &job[K]{core: core[K]{e: e}, done: make(chan struct{}, 1)} }
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
 	e.batchRelease = cfg.maxPending == 0
+	e.plain = !e.ages && cfg.stripes == 0
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey

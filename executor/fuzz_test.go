@@ -239,6 +239,7 @@ type fuzzTask struct {
 	behavior int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
 	gate     chan struct{}
 	cancel   context.CancelFunc
+	endless  bool // its ctx never ends (a Go queued as a plain task, where the executor allows)
 
 	started  bool // the driver saw it start
 	released bool // the driver opened its gate
@@ -568,6 +569,7 @@ func (r *fuzzRun) apply(op byte) string {
 		if r.waitFor {
 			live = append(live, r.waiting()...)
 		}
+		live = slices.DeleteFunc(live, func(ft *fuzzTask) bool { return ft.endless })
 		if len(live) == 0 {
 			return "cancel (none)"
 		}
@@ -635,6 +637,10 @@ func (r *fuzzRun) submit(kind string) string {
 	preCanceled := b&0x10 != 0
 	if preCanceled {
 		cancel()
+	} else if kind == "Go" && b&0x40 != 0 {
+		// A ctx that never ends: nothing withdraws the task, and an
+		// executor without ages or stripes queues it as a plain task.
+		ctx, ft.endless = context.WithoutCancel(ctx), true
 	}
 	fn := r.body(ft)
 	// What the model expects of admission.

@@ -32,12 +32,11 @@ import (
 // producer that takes a recycled job writes cache lines that the worker
 // on the other core wrote last, which costs more than a fresh allocation.
 type job[K comparable] struct {
-	turn  mailbox.Turn
-	e     *Executor[K] // set when the job is made, never changed
-	fn    func(context.Context) error
-	ctx   *taskCtx[K] // what fn receives; per call, never recycled
-	multi *[]K        // a multi-key task's keys, deduplicated
-	err   error       // written before the job settles, read after
+	turn mailbox.Turn
+	core[K]
+	fn  func(context.Context) error
+	ctx *taskCtx[K] // what fn receives; per call, never recycled
+	err error       // written before the job settles, read after
 
 	// done receives one value when a parked job is admitted to its queue
 	// (see park) and one when a synchronous job settles. It has capacity 1
@@ -48,6 +47,14 @@ type job[K comparable] struct {
 	// stop ends the watch of an asynchronous job's ctx (watched, see
 	// watch).
 	stop func() bool
+}
+
+// core is what a running task's context reads of its task (taskCtx.j):
+// the job's, or for a plain task (see goPlain) its mailbox's, which the
+// plain tasks of that mailbox use one after another.
+type core[K comparable] struct {
+	e     *Executor[K] // set when the core is made, never changed
+	multi *[]K         // a multi-key task's keys, deduplicated
 
 	// bits: lentBit while a nested call borrows this running task's
 	// execution slot (only the call that sets it owns the slot);
@@ -55,7 +62,8 @@ type job[K comparable] struct {
 	// once an asynchronous job has settled. One word keeps the job small.
 	bits atomic.Uint32
 
-	// Facts about the call, set before it is queued.
+	// Facts about a job's call, set before it is queued (a plain core's
+	// are all false). They sit here, in what would be padding.
 	async   bool // Submit or Go: Settle ends the task, nobody waits on done
 	unread  bool // no caller reads the result (Go): a failure goes to the error handler
 	own     bool // part of a larger object (a Batcher's message): never pooled
@@ -175,9 +183,15 @@ func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 
 // ran accounts for a task whose fn ended with err.
 func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
-	e := j.e
-	j.ctx.end()
 	j.err = err
+	j.e.finished(j.ctx, j.multi, j.unread, err, outcome, start)
+}
+
+// finished accounts for a task (with context c, and keys multi if it has
+// several) whose fn ended with err; unread: a failure goes to the error
+// handler.
+func (e *Executor[K]) finished(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
+	c.end()
 	e.completed.Add(1)
 	if outcome == Panicked {
 		e.panicked.Add(1)
@@ -185,24 +199,28 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
 	}
-	if j.unread && err != nil {
-		e.unread(j.keyField(), j.keyAny(), err)
+	if unread && err != nil {
+		e.unread(keyField(c, multi), keyAny(c, multi), err)
 	}
 }
 
-// keyAny is the task's key, or its keys, for the error handler.
-func (j *job[K]) keyAny() any {
-	if j.multi != nil {
-		return *j.multi
+// keyField names the task's key, or its keys, in a log entry.
+func (j *job[K]) keyField() zap.Field { return keyField(j.ctx, j.multi) }
+
+// keyAny is the key of a task with context c, or its keys (multi), for
+// the error handler; keyField names them in a log entry.
+func keyAny[K comparable](c *taskCtx[K], multi *[]K) any {
+	if multi != nil {
+		return *multi
 	}
-	return j.ctx.key
+	return c.key
 }
 
-func (j *job[K]) keyField() zap.Field {
-	if j.multi != nil {
-		return zap.Any("keys", *j.multi)
+func keyField[K comparable](c *taskCtx[K], multi *[]K) zap.Field {
+	if multi != nil {
+		return zap.Any("keys", *multi)
 	}
-	return zap.Any("key", j.ctx.key)
+	return zap.Any("key", c.key)
 }
 
 // Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
@@ -247,7 +265,7 @@ func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) erro
 
 // bind makes j a call of fn with ctx, run with the task context c.
 func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	c.parent, c.j = ctx, j
+	c.parent, c.j = ctx, &j.core
 	j.fn, j.ctx = fn, c
 	return j
 }

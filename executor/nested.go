@@ -100,7 +100,7 @@ const (
 )
 
 // lendSlot marks j's slot lent; false if a nested call has it already.
-func (j *job[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
+func (j *core[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
 
 // takeSlot finds a slot for an inline run: the calling task's own (it is
 // blocked in this call), else a free one.

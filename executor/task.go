@@ -163,7 +163,7 @@ type taskCtx[K comparable] struct {
 	// live may go on using what a job keeps for good (j.e) and, while its
 	// own task is blocked in a nested call, what the job keeps for the
 	// running task (the lent-slot mark).
-	j *job[K]
+	j *core[K]
 
 	// inner is nil while the task runs and nobody asked Done, the child
 	// context Done made, or endedCtx once the task ended with no child.
@@ -172,7 +172,7 @@ type taskCtx[K comparable] struct {
 
 // live returns the task's job while the context has not ended, else nil
 // (and nil for a nil context: a call made from outside any task).
-func (c *taskCtx[K]) live() *job[K] {
+func (c *taskCtx[K]) live() *core[K] {
 	if c == nil || c.ended() {
 		return nil
 	}
