@@ -26,8 +26,7 @@ type Mailbox struct {
 	r      *Runner
 	owner  Owner
 	queue  list                  // FIFO of entries waiting for a hold
-	plain  plainRing             // plain tasks, in one FIFO with queue (see Plain)
-	aux    any                   // the owner's (SetAux)
+	plain  *plainRing            // plain tasks, in one FIFO with queue (see Plain); made on the first
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
 	holder *Turn                 // the exclusive holder, if any
 	run    func()
@@ -75,8 +74,8 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 // key (locked).
 func (m *Mailbox) Reset() {
 	m.forget()
-	if len(m.plain.buf) > 16 {
-		m.plain.buf, m.plain.head = nil, 0
+	if q := m.plain; q != nil && len(q.buf) > 16 {
+		q.buf, q.head = nil, 0
 	}
 }
 
@@ -310,7 +309,7 @@ func (m *Mailbox) link(e *Entry) {
 		m.served.Store(0)
 	}
 	e.at = inQueue
-	e.plainBefore = m.plain.tail
+	e.plainBefore = m.plain.tailCount()
 	m.queue.push(e)
 	m.pending.Add(1)
 }

@@ -38,15 +38,39 @@ type plainSlot struct {
 // (cut of them), then the queued ones. Its counts are absolute and wrap:
 // tail counts the slots ever queued, taken those ever taken into a batch or
 // out by TakePlain; tail-taken are queued.
+//
+// A mailbox makes its ring on the first plain task and keeps it (a mailbox
+// that never sees one pays a pointer); the ring also keeps the owner's aux.
+// The methods that read counts take a nil ring as an empty one.
 type plainRing struct {
 	buf         []plainSlot // len is 0 or a power of two
 	head        uint32      // buf index of the first slot (of the batch, if one runs)
 	cut         uint32      // slots at head in the running batch
 	tail, taken uint32
+	aux         any // the owner's (SetAux)
 }
 
 // queued is the number of plain slots waiting.
-func (q *plainRing) queued() int { return int(q.tail - q.taken) }
+func (q *plainRing) queued() int {
+	if q == nil {
+		return 0
+	}
+	return int(q.tail - q.taken)
+}
+
+func (q *plainRing) tailCount() uint32 {
+	if q == nil {
+		return 0
+	}
+	return q.tail
+}
+
+func (q *plainRing) takenCount() uint32 {
+	if q == nil {
+		return 0
+	}
+	return q.taken
+}
 
 func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 
@@ -56,7 +80,7 @@ func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) 
 func (q *plainRing) push(s plainSlot) {
 	n := q.size()
 	if n == len(q.buf) {
-		q.resize(max(2*len(q.buf), 4))
+		q.resize(max(2*len(q.buf), 2))
 	}
 	q.buf[q.at(n)] = s
 	q.tail++
@@ -91,25 +115,38 @@ func (q *plainRing) drop(n int) {
 // must call Dispatch after unlocking. A plain task cannot be canceled; the
 // owner must also never need to find it through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain) (dispatch bool) {
-	m.plain.push(plainSlot{fn: fn, p: p})
+	m.ring().push(plainSlot{fn: fn, p: p})
 	m.pending.Add(1)
 	return m.wake()
 }
 
 // Aux returns what SetAux stored (locked); nil until then. It stays with
 // the mailbox when the mailbox is reused for another key.
-func (m *Mailbox) Aux() any { return m.aux }
+func (m *Mailbox) Aux() any {
+	if m.plain == nil {
+		return nil
+	}
+	return m.plain.aux
+}
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
 // (locked).
-func (m *Mailbox) SetAux(v any) { m.aux = v }
+func (m *Mailbox) SetAux(v any) { m.ring().aux = v }
+
+// ring returns m's plain ring, made on first use (locked).
+func (m *Mailbox) ring() *plainRing {
+	if m.plain == nil {
+		m.plain = new(plainRing)
+	}
+	return m.plain
+}
 
 // TakePlain takes every queued plain task out of m and returns them in
 // queue order, for its owner to end without running them (locked); a
 // running batch's are left to it. Each was pending: the caller must call
 // DonePlain once per task it ends, unlocked.
 func (m *Mailbox) TakePlain() []Plain {
-	q := &m.plain
+	q := m.plain
 	n := q.queued()
 	if n == 0 {
 		return nil
@@ -155,7 +192,7 @@ func (m *Mailbox) front() (*Entry, bool) {
 
 // before reports whether the queued entry e goes ahead of every queued
 // plain slot: each of those queued before e has been taken.
-func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.taken) <= 0 }
+func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.takenCount()) <= 0 }
 
 // runPlain runs a batch of the plain tasks at the head of the queue, up to
 // budget, like runBatch: m is locked on entry and on return, done (a task
@@ -165,7 +202,7 @@ func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.tak
 // on reading the buffer it was cut from, whose slots are copied, never
 // overwritten.
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
-	q := &m.plain
+	q := m.plain // front found a plain slot: the ring exists
 	n := min(budget, q.queued())
 	if e := m.queue.head; e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
@@ -232,7 +269,7 @@ func (m *Mailbox) finishPlain() {
 // endPlain removes the batch that ran from the ring and releases its hold
 // (locked).
 func (m *Mailbox) endPlain() {
-	q := &m.plain
+	q := m.plain
 	q.drop(int(q.cut))
 	q.cut = 0
 	m.endBatch()
