@@ -16,6 +16,15 @@
 // turn that needs several keys (DoMany) runs once every one of its
 // mailboxes has granted it.
 //
+// Most fire-and-forget work needs less than a turn: a Go whose ctx never
+// ends can be neither withdrawn nor waited on. The executor queues it as a
+// plain slot, fn and its ctx, in a ring the mailbox keeps and reuses (on an
+// executor that keeps no ages and no stripes, where nothing reads a queued
+// task through its turn). Slots and turns share one FIFO order: each turn
+// records how many slots were queued before it. A plain task costs no
+// per-task node, and a drive loop reads a batch's slots one after another
+// instead of chasing a pointer per task to memory the submitting core wrote.
+//
 // A runner owns the execution slots (the WithWorkers bound) and a FIFO
 // ready queue of work waiting for a slot, and starts drive loops on a pond
 // pool with pool.Go. A drive loop takes up to WithThroughput of a mailbox's
