@@ -45,5 +45,20 @@ func BenchmarkAges(b *testing.B) {
 			}
 			wg.Wait()
 		})
+		b.Run("Go/"+name, func(b *testing.B) {
+			e, _ := executor.New[string](opts...)
+			defer e.Close(bg)
+			var wg sync.WaitGroup
+			fn := func(context.Context) error { wg.Done(); return nil }
+			keys := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p"}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				wg.Add(1)
+				e.Go(bg, keys[i%len(keys)], fn)
+				i++
+			}
+			wg.Wait()
+		})
 	}
 }

@@ -244,8 +244,8 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 //
 // It allocates one object, and no Task: only fn's ctx when ctx never ends
 // (its Done returns nil, as context.Background's does) and the executor
-// keeps no ages and no stripes (see Costs in the package doc); else the
-// task together with fn's ctx.
+// has no stripes (see Costs in the package doc); else the task together
+// with fn's ctx.
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
@@ -318,7 +318,11 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	}
 	c.j = e.plainCore(m)
 	e.submitted.Add(1)
-	dispatch := m.EnqueuePlain(fn, c)
+	var at int64
+	if e.ages {
+		at = monotime() // under m's lock, as stamp does for a job
+	}
+	dispatch := m.EnqueuePlain(fn, c, at)
 	if dispatch {
 		e.dispatching.Add(1) // under m's lock: before the task can end
 	}
@@ -347,7 +351,7 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 // job.Run runs a job's; it then gives back the task's reservation, since
 // no Settle follows a plain task. Its ctx never ends (see goPlain): only a
 // giving-up Close keeps it from running.
-func (c *taskCtx[K]) RunPlain(fn func(context.Context) error) {
+func (c *taskCtx[K]) RunPlain(fn func(context.Context) error, stamp int64) {
 	e := c.j.e
 	if e.force.Err() != nil {
 		e.abandoned(c, nil, true, ErrClosed)
@@ -355,15 +359,20 @@ func (c *taskCtx[K]) RunPlain(fn func(context.Context) error) {
 		return
 	}
 	e.started.Add(1)
-	outcome, err := c.callPlain(fn)
-	e.finished(c, nil, true, err, outcome, time.Time{})
+	var start time.Time
+	if e.obs != nil {
+		start = time.Now() // one clock read for both the wait and the run
+		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
+	}
+	outcome, err := c.callPlain(fn, start)
+	e.finished(c, nil, true, err, outcome, start)
 	e.releasePlain()
 }
 
 // callPlain is job.call for a plain task: a panic becomes a *PanicError,
 // and a runtime.Goexit ends the task here (ErrGoexit) as the goroutine
 // unwinds, and callPlain never returns.
-func (c *taskCtx[K]) callPlain(fn func(context.Context) error) (outcome Outcome, err error) {
+func (c *taskCtx[K]) callPlain(fn func(context.Context) error, start time.Time) (outcome Outcome, err error) {
 	returned := false
 	defer func() {
 		if returned {
@@ -374,7 +383,7 @@ func (c *taskCtx[K]) callPlain(fn func(context.Context) error) (outcome Outcome,
 			err, outcome = e.recovered(v, zap.Any("key", c.key)), Panicked
 			return
 		}
-		e.finished(c, nil, true, ErrGoexit, Failed, time.Time{})
+		e.finished(c, nil, true, ErrGoexit, Failed, start)
 		e.releasePlain()
 	}()
 	err = fn(c)

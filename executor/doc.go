@@ -98,10 +98,9 @@
 //
 // A Go whose ctx never ends (its Done returns nil, as context.Background's
 // and context.WithoutCancel's do) also allocates only its ctx, on an
-// executor that keeps no ages (no WithObserver, WithSlowTaskWarning or
-// age-reading policy) and no stripes: nothing can withdraw such a task, so
-// it waits as a 24-byte slot in its key's ring of plain tasks, reused from
-// one task to the next. Any other Go allocates one 208-byte object (the
+// executor without stripes: nothing can withdraw such a task, so it waits
+// as a 32-byte slot in its key's ring of plain tasks, reused from one task
+// to the next. Any other Go allocates one 208-byte object (the
 // task and its ctx), a Submit one of 224 bytes (and the Task it returns,
 // which is the caller's to keep); a DoMany also its keys. A waiting task
 // costs that object or slot; a busy key one mailbox; an idle key nothing.

@@ -33,7 +33,8 @@ type Executor[K comparable] struct {
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
 	// plain: a Go whose ctx never ends is queued as a plain slot (see
-	// goPlain): no ages to stamp it with, no stripe to name after it.
+	// goPlain); not in striped mode, where HotKeys names a stripe after a
+	// queued task's Turn (nameOf).
 	plain   bool
 	runner  *mailbox.Runner
 	router  *router.Router[K]
@@ -192,7 +193,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
 	e.batchRelease = cfg.maxPending == 0
-	e.plain = !e.ages && cfg.stripes == 0
+	e.plain = cfg.stripes == 0
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey

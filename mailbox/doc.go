@@ -19,8 +19,8 @@
 // Most fire-and-forget work needs less than a turn: a Go whose ctx never
 // ends can be neither withdrawn nor waited on. The executor queues it as a
 // plain slot, fn and its ctx, in a ring the mailbox keeps and reuses (on an
-// executor that keeps no ages and no stripes, where nothing reads a queued
-// task through its turn). Slots and turns share one FIFO order: each turn
+// executor without stripes, where nothing reads a queued task through its
+// turn). Slots and turns share one FIFO order: each turn
 // records how many slots were queued before it. A plain task costs no
 // per-task node, and a drive loop reads a batch's slots one after another
 // instead of chasing a pointer per task to memory the submitting core wrote.

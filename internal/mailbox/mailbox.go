@@ -28,8 +28,11 @@ type Mailbox struct {
 	queue  list                  // FIFO of entries waiting for a hold
 	plain  *plainRing            // plain tasks, in one FIFO with queue (see Plain); made on the first
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
-	holder *Turn                 // the exclusive holder, if any
-	run    func()
+	// plainNext is a running plain batch's next task to start, as an index
+	// in the batch (see plainOldest), when the runner tracks it.
+	plainNext atomic.Int32
+	holder    *Turn // the exclusive holder, if any
+	run       func()
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
@@ -213,10 +216,17 @@ read:
 			break // every task left in the batch was withdrawn
 		}
 	}
-	if m.queue.head == nil {
-		return 0, false
+	if at, ok := m.plainOldest(); ok {
+		return at, true
 	}
-	return m.queue.head.t.stamp.Load(), true
+	switch e, plain := m.front(); {
+	case plain:
+		q := m.plain
+		return q.buf[q.at(int(q.cut))].stamp, true
+	case e != nil:
+		return e.t.stamp.Load(), true
+	}
+	return 0, false
 }
 
 // Head returns the oldest queued task, or nil (locked).
@@ -304,14 +314,20 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 // its submitter (Work.Promote) before it links the entry, so the submitter
 // may already read e.m unlocked (Entry.release does, to find the lock).
 func (m *Mailbox) link(e *Entry) {
-	if m.busySince == 0 && m.r.opt.MeasureService && m.pending.Load() > 0 {
-		m.busySince = time.Now().UnixNano() // a queue forms: start measuring
-		m.served.Store(0)
-	}
+	m.measure()
 	e.at = inQueue
 	e.plainBefore = m.plain.tailCount()
 	m.queue.push(e)
 	m.pending.Add(1)
+}
+
+// measure starts the service-rate estimate when a task is about to be
+// queued behind another (locked): a queue forms.
+func (m *Mailbox) measure() {
+	if m.busySince == 0 && m.r.opt.MeasureService && m.pending.Load() > 0 {
+		m.busySince = time.Now().UnixNano()
+		m.served.Store(0)
+	}
 }
 
 // Dispatch schedules m's drive loop; call after Enqueue said so, unlocked.

@@ -17,21 +17,24 @@ import "context"
 // ring's tail count): the entry goes first once every one of those has
 // been taken. Nothing else about entries changes.
 //
-// A plain slot is invisible to what reads Turns (Each, Head, Oldest,
-// OldestStamp): an owner queues plain tasks only where it reads none of
-// those, or where it does not need to see them (see TakePlain for Close).
+// OldestStamp sees plain slots (each carries its stamp), and the running
+// one's hold is timed like any (HeldSince); what reads Turns (Each, Head,
+// Oldest) does not: an owner queues plain tasks only where it needs none of
+// those for them (see TakePlain for Close).
 
-// Plain runs a plain task (EnqueuePlain). Like Work.Run, RunPlain must not
-// panic and must account for the task's end itself, including when fn
-// calls runtime.Goexit: then it does not return, and the mailbox ends the
-// task as after a return and hands the key to a fresh drive loop.
+// Plain runs a plain task (EnqueuePlain), given the stamp it was queued
+// with. Like Work.Run, RunPlain must not panic and must account for the
+// task's end itself, including when fn calls runtime.Goexit: then it does
+// not return, and the mailbox ends the task as after a return and hands the
+// key to a fresh drive loop.
 type Plain interface {
-	RunPlain(fn func(context.Context) error)
+	RunPlain(fn func(context.Context) error, stamp int64)
 }
 
 type plainSlot struct {
-	fn func(context.Context) error
-	p  Plain
+	fn    func(context.Context) error
+	p     Plain
+	stamp int64 // when the owner accepted it, if it measures that (see OldestStamp)
 }
 
 // plainRing is a mailbox's plain slots: first those of the running batch
@@ -110,12 +113,15 @@ func (q *plainRing) drop(n int) {
 	}
 }
 
-// EnqueuePlain queues fn, run by p, at the tail of m's queue (locked). Like
-// Enqueue, it reports whether m now needs a drive loop; if so the caller
-// must call Dispatch after unlocking. A plain task cannot be canceled; the
-// owner must also never need to find it through a Turn (see Plain).
-func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain) (dispatch bool) {
-	m.ring().push(plainSlot{fn: fn, p: p})
+// EnqueuePlain queues fn, run by p, at the tail of m's queue (locked), with
+// the stamp OldestStamp reports for it (the owner's clock, as for
+// Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
+// now needs a drive loop; if so the caller must call Dispatch after
+// unlocking. A plain task cannot be canceled; the owner must also never
+// need to find it through a Turn (see Plain).
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain, stamp int64) (dispatch bool) {
+	m.measure()
+	m.ring().push(plainSlot{fn: fn, p: p, stamp: stamp})
 	m.pending.Add(1)
 	return m.wake()
 }
@@ -237,10 +243,17 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, at, left, ran int) {
 		}
 	}()
 	mask := len(buf) - 1
+	track, clock := m.r.opt.TrackOldest, m.r.opt.Clock
 	for ; left > 0; left-- {
 		s := &buf[at&mask]
+		if track {
+			m.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
+		}
+		if clock != nil {
+			m.heldSince.Store(clock())
+		}
 		running = true
-		s.p.RunPlain(s.fn)
+		s.p.RunPlain(s.fn, s.stamp)
 		running = false
 		m.finishPlain()
 		ran++
@@ -272,5 +285,24 @@ func (m *Mailbox) endPlain() {
 	q := m.plain
 	q.drop(int(q.cut))
 	q.cut = 0
+	if m.r.opt.TrackOldest {
+		m.plainNext.Store(0)
+	}
 	m.endBatch()
+}
+
+// plainOldest returns the stamp of the oldest plain task that waits in the
+// running batch, if one runs and the runner tracks it (locked). The drive
+// loop publishes the batch index of the next task before it starts one,
+// and the batch's slots are only read until the batch ends, which takes
+// m's lock: a slot found by the index is the batch's, and has not started.
+func (m *Mailbox) plainOldest() (int64, bool) {
+	q := m.plain
+	if q == nil || q.cut == 0 {
+		return 0, false
+	}
+	if i := int(m.plainNext.Load()); i < int(q.cut) {
+		return q.buf[q.at(i)].stamp, true
+	}
+	return 0, false
 }

@@ -24,7 +24,7 @@ type plainWork struct {
 	done    chan struct{} // closed when the task has run
 }
 
-func (p *plainWork) RunPlain(fn func(context.Context) error) {
+func (p *plainWork) RunPlain(fn func(context.Context) error, _ int64) {
 	p.ran.Add(1)
 	if p.started != nil {
 		close(p.started)
@@ -46,7 +46,7 @@ func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
 	}
 	p.done = make(chan struct{})
 	b.m.Lock()
-	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p)
+	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
 	b.m.Release()
 	if dispatch {
 		b.m.Dispatch()
