@@ -11,7 +11,9 @@
 // queue of work waiting for a slot, and starts drive loops on a pond pool
 // with pool.Go. A drive loop takes up to its throughput of a mailbox's
 // queued tasks as one batch (one lock round trip), runs them in a row, and
-// then yields its slot to the next ready mailbox.
+// then yields its slot to the next ready mailbox. A task that nothing can
+// cancel or wait on can be queued without a Turn, as a slot in a ring the
+// mailbox reuses (see Plain), in the same FIFO order.
 //
 // A Mailbox has no lock of its own: it is guarded by the lock of the router
 // shard that maps its key, so that "this mailbox is idle" and "remove it from
@@ -20,5 +22,5 @@
 // the queue, in order, as soon as a task ends and makes room (even in the
 // middle of a batch), unless their owner refuses them (Work.Promote). The package never looks keys up,
 // never decides whether a new submission is admitted and never calls user
-// code except through Work.Run.
+// code except through Work.Run and Plain.RunPlain.
 package mailbox

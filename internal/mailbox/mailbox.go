@@ -169,7 +169,8 @@ func (m *Mailbox) promote() {
 // running batch (if the runner tracks it, see RunnerOptions.TrackOldest), else the
 // head of the queue; nil if none (locked). The next of a running batch may
 // start and end at any moment: read only what its owner never reuses (see
-// OldestStamp for the stamp).
+// OldestStamp for the stamp). It sees Turns only: an owner that reads it
+// queues no plain tasks (see Plain).
 func (m *Mailbox) Oldest() *Turn {
 	if e := m.cursor.Load(); e != nil {
 		return e.t
@@ -229,7 +230,8 @@ read:
 	return 0, false
 }
 
-// Head returns the oldest queued task, or nil (locked).
+// Head returns the oldest queued Turn, or nil (locked); plain tasks are not
+// Turns, and one may be queued ahead of it (see Plain).
 func (m *Mailbox) Head() *Turn {
 	if m.queue.head == nil {
 		return nil
@@ -246,7 +248,8 @@ func (m *Mailbox) Holder() *Turn {
 	return m.holder
 }
 
-// Each calls f for every queued task, oldest first (locked).
+// Each calls f for every queued Turn, oldest first (locked); plain tasks
+// are not Turns (see Plain and TakePlain).
 func (m *Mailbox) Each(f func(t *Turn)) {
 	for e := m.queue.head; e != nil; e = e.next {
 		f(e.t)
