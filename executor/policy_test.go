@@ -164,31 +164,41 @@ func TestMaxQueueDelay(t *testing.T) {
 }
 
 // TestRetryAfter: a key at its cap suggests a retry delay near one task's
-// service time, measured while its queue stood.
+// service time, measured while its queue stood, whether the queue holds
+// Submits or Gos (plain tasks, with a ctx that never ends).
 func TestRetryAfter(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		e, _ := executor.New[string](executor.WithMaxQueuePerKey(4))
-		defer e.Close(context.Background())
-		bg := context.Background()
-		for range 4 {
-			e.Submit(bg, "k", func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
-		}
-		time.Sleep(25 * time.Millisecond) // two finished while a queue stood
-		for range 2 {
-			if _, err := e.Submit(bg, "k", func(context.Context) error { return nil }); err != nil {
-				t.Fatalf("Submit with room: %v", err)
+	for _, kind := range []string{"Submit", "Go"} {
+		synctest.Test(t, func(t *testing.T) {
+			e, _ := executor.New[string](executor.WithMaxQueuePerKey(4))
+			defer e.Close(context.Background())
+			bg := context.Background()
+			queue := func(fn func(context.Context) error) error {
+				if kind == "Go" {
+					return e.Go(bg, "k", fn)
+				}
+				_, err := e.Submit(bg, "k", fn)
+				return err
 			}
-		}
-		_, err := e.Submit(bg, "k", func(context.Context) error { return nil })
-		var be *backpressure.BusyError
-		if !errors.As(err, &be) {
-			t.Fatalf("Submit at cap = %v; want BusyError", err)
-		}
-		if got := be.RetryAfter(); got < 5*time.Millisecond || got > 20*time.Millisecond {
-			t.Errorf("RetryAfter = %v; want about one 10ms task", got)
-		}
-		synctest.Wait()
-	})
+			for range 4 {
+				queue(func(context.Context) error { time.Sleep(10 * time.Millisecond); return nil })
+			}
+			time.Sleep(25 * time.Millisecond) // two finished while a queue stood
+			for range 2 {
+				if err := queue(func(context.Context) error { return nil }); err != nil {
+					t.Fatalf("%s with room: %v", kind, err)
+				}
+			}
+			err := queue(func(context.Context) error { return nil })
+			var be *backpressure.BusyError
+			if !errors.As(err, &be) {
+				t.Fatalf("%s at cap = %v; want BusyError", kind, err)
+			}
+			if got := be.RetryAfter(); got < 5*time.Millisecond || got > 20*time.Millisecond {
+				t.Errorf("%s: RetryAfter = %v; want about one 10ms task", kind, got)
+			}
+			synctest.Wait()
+		})
+	}
 }
 
 // everyOther rejects every second submission: a custom policy.
