@@ -114,23 +114,11 @@ const (
 // watches ctx). Taking the slot back first would leave the queued task
 // deaf to ctx for as long as every slot is busy.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
-	if err := e.reserve(ctx); err != nil {
+	m, wait, err := e.admit(ctx, j.ctx.key, outer)
+	switch {
+	case err != nil:
 		return queued, err
-	}
-	key := j.ctx.key
-	m := e.router.Acquire(key)
-	if outer != nil && e.waitsOnCaller(ctx, m) {
-		m.Release()
-		e.unreserve()
-		return queued, errWaitsOnCaller
-	}
-	v, err := e.askKey(m, key)
-	switch v {
-	case backpressure.Reject:
-		m.Release()
-		e.unreserve()
-		return queued, e.reject(err)
-	case backpressure.Wait:
+	case wait:
 		return e.waitRoom(ctx, j, m, outer)
 	}
 	if inline && m.CanHold(j.turn.Shared()) {
@@ -144,9 +132,39 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		}
 	}
 	e.countAccepted(j)
-	dispatch := m.Enqueue(j.turn.Entry())
+	e.launch(m, m.Enqueue(j.turn.Entry()))
+	return queued, nil
+}
+
+// admit reserves a submission on key and asks about its key's room: it
+// returns the key's mailbox locked, and whether the policy has the
+// submission wait for room (see waitRoom), or an error, with nothing held,
+// if it was refused. A nested call (outer is its task) is also refused when
+// the key's queue waits for a DoMany that waits for the calling task.
+func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
+	if err := e.reserve(ctx); err != nil {
+		return nil, false, err
+	}
+	m = e.router.Acquire(key)
+	if outer != nil && e.waitsOnCaller(ctx, m) {
+		m.Release()
+		e.unreserve()
+		return nil, false, errWaitsOnCaller
+	}
+	v, err := e.askKey(m, key)
+	if v == backpressure.Reject {
+		m.Release()
+		e.unreserve()
+		return nil, false, e.reject(err)
+	}
+	return m, v == backpressure.Wait, nil
+}
+
+// launch unlocks m after a task was queued on it, and starts m's drive
+// loop if the enqueue said so (dispatch).
+func (e *Executor[K]) launch(m *mailbox.Mailbox, dispatch bool) {
 	if dispatch {
-		e.dispatching.Add(1) // under m's lock: before j can settle
+		e.dispatching.Add(1) // under m's lock: before the task can end
 	}
 	m.Release()
 	e.observeAccepted()
@@ -154,7 +172,6 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 		m.Dispatch()
 		e.dispatching.Done()
 	}
-	return queued, nil
 }
 
 // waitRoom parks j, reserved and refused room at its key's cap with a
@@ -296,17 +313,11 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 // waiting policy parks the task as a job of its own, like any Go.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
 	c := &taskCtx[K]{parent: ctx, key: key}
-	if err := e.reserve(ctx); err != nil {
+	m, wait, err := e.admit(ctx, key, nil)
+	switch {
+	case err != nil:
 		return err
-	}
-	m := e.router.Acquire(key)
-	v, err := e.askKey(m, key)
-	switch v {
-	case backpressure.Reject:
-		m.Release()
-		e.unreserve()
-		return e.reject(err)
-	case backpressure.Wait:
+	case wait:
 		j := &job[K]{core: core[K]{e: e, async: true, unread: true}}
 		e.bind(j, ctx, fn, c) // c is nobody's yet
 		j.turn.Init(j, false)
@@ -322,16 +333,7 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	if e.ages {
 		at = monotime() // under m's lock, as stamp does for a job
 	}
-	dispatch := m.EnqueuePlain(fn, c, at)
-	if dispatch {
-		e.dispatching.Add(1) // under m's lock: before the task can end
-	}
-	m.Release()
-	e.observeAccepted()
-	if dispatch {
-		m.Dispatch()
-		e.dispatching.Done()
-	}
+	e.launch(m, m.EnqueuePlain(fn, c, at))
 	return nil
 }
 
@@ -358,40 +360,16 @@ func (c *taskCtx[K]) RunPlain(fn func(context.Context) error, stamp int64) {
 		e.releasePlain()
 		return
 	}
-	e.started.Add(1)
-	var start time.Time
-	if e.obs != nil {
-		start = time.Now() // one clock read for both the wait and the run
-		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
-	}
-	outcome, err := c.callPlain(fn, start)
-	e.finished(c, nil, true, err, outcome, start)
-	e.releasePlain()
+	start := e.begin(stamp)
+	outcome, err := e.invoke(c, nil, fn, func() { e.plainEnded(c, ErrGoexit, Failed, start) })
+	e.plainEnded(c, err, outcome, start)
 }
 
-// callPlain is job.call for a plain task: a panic becomes a *PanicError,
-// and a runtime.Goexit ends the task here (ErrGoexit) as the goroutine
-// unwinds, and callPlain never returns.
-func (c *taskCtx[K]) callPlain(fn func(context.Context) error, start time.Time) (outcome Outcome, err error) {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		e := c.j.e
-		if v := recover(); v != nil {
-			err, outcome = e.recovered(v, zap.Any("key", c.key)), Panicked
-			return
-		}
-		e.finished(c, nil, true, ErrGoexit, Failed, start)
-		e.releasePlain()
-	}()
-	err = fn(c)
-	returned = true
-	if err != nil {
-		outcome = Failed
-	}
-	return outcome, err
+// plainEnded accounts for a plain task (with context c) whose fn ended
+// with err, and gives back its reservation.
+func (e *Executor[K]) plainEnded(c *taskCtx[K], err error, outcome Outcome, start time.Time) {
+	e.finished(c, nil, true, err, outcome, start)
+	e.releasePlain()
 }
 
 // releasePlain gives back an ended plain task's reservation, unless the

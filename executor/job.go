@@ -134,36 +134,43 @@ func (j *job[K]) Run() {
 		e.abandon(j, err)
 		return
 	}
-	e.started.Add(1)
-	var start time.Time
-	if e.obs != nil {
-		start = time.Now() // one clock read for both the wait and the run
-		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.turn.Stamp()))
-	}
-	outcome, err := j.call(start)
+	start := e.begin(j.turn.Stamp())
+	outcome, err := e.invoke(j.ctx, j.multi, j.fn, func() { j.ran(ErrGoexit, Failed, start) })
 	j.ran(err, outcome, start)
 }
 
-// call runs fn, turning a panic into a *PanicError logged with the key. If
-// fn calls runtime.Goexit, call ends the task with ErrGoexit itself (its
-// deferred check sees that fn neither returned nor panicked, as
-// singleflight's does), and never returns.
-func (j *job[K]) call(start time.Time) (outcome Outcome, err error) {
+// begin counts a task whose fn is about to run, accepted at stamp, and
+// tells the observer how long it waited; it returns when it started if
+// there is an observer (one clock read for both the wait and the run).
+func (e *Executor[K]) begin(stamp int64) (start time.Time) {
+	e.started.Add(1)
+	if e.obs != nil {
+		start = time.Now()
+		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
+	}
+	return start
+}
+
+// invoke runs fn with c, for a task with keys multi (nil: c.key), turning a
+// panic into a *PanicError logged with the key. If fn calls runtime.Goexit,
+// invoke has exited end the task with ErrGoexit (its deferred check sees
+// that fn neither returned nor panicked, as singleflight's does) while the
+// goroutine unwinds, and never returns.
+func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context) error, exited func()) (outcome Outcome, err error) {
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
 		if v := recover(); v != nil {
-			err, outcome = j.e.recovered(v, j.keyField()), Panicked
+			err, outcome = e.recovered(v, keyField(c, multi)), Panicked
 			return
 		}
 		// Neither a return nor a panic (since Go 1.21 panic(nil) is a
-		// *runtime.PanicNilError): runtime.Goexit. End the task now, while
-		// the goroutine unwinds.
-		j.ran(ErrGoexit, Failed, start)
+		// *runtime.PanicNilError): runtime.Goexit.
+		exited()
 	}()
-	err = j.fn(j.ctx)
+	err = fn(c)
 	returned = true
 	if err != nil {
 		outcome = Failed
@@ -203,9 +210,6 @@ func (e *Executor[K]) finished(c *taskCtx[K], multi *[]K, unread bool, err error
 		e.unread(keyField(c, multi), keyAny(c, multi), err)
 	}
 }
-
-// keyField names the task's key, or its keys, in a log entry.
-func (j *job[K]) keyField() zap.Field { return keyField(j.ctx, j.multi) }
 
 // keyAny is the key of a task with context c, or its keys (multi), for
 // the error handler; keyField names them in a log entry.
