@@ -610,7 +610,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 // parked submission into the room (it queues behind the batch), and
 // settles the task.
 func (m *Mailbox) finishRun(t *Turn) {
-	m.finishPlain()
+	m.ranBatched()
 	t.Finish()
 	t.work.Settle()
 }

@@ -213,29 +213,30 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	if e := m.queue.head; e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
-	buf, at := q.buf, int(q.head)
+	buf, first := q.buf, int(q.head)
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
 	m.holder = &batchHold
 	m.mu.Unlock()
 	settle(done)
-	m.runPlainFrom(buf, at, n, 0)
+	m.runPlainFrom(buf, first, n, 0)
 	m.mu.Lock()
 	m.endPlain()
 	return n
 }
 
-// runPlainFrom runs the plain slots buf[at..], left of them, of a running
-// batch in which ran tasks ran before. If a task never returns (its fn
-// called runtime.Goexit, and RunPlain accounted for it), the deferred check
-// frees the task's place and hands the rest of the batch, the mailbox and
-// the execution slot to a fresh drive loop, as runFrom does.
-func (m *Mailbox) runPlainFrom(buf []plainSlot, at, left, ran int) {
+// runPlainFrom runs the tasks of a running plain batch of n, whose first
+// slot is buf[first], from its ran-th on (the ones before it have run). If
+// a task never returns (its fn called runtime.Goexit, and RunPlain
+// accounted for it), the deferred check frees the task's place and hands
+// the rest of the batch, the mailbox and the execution slot to a fresh
+// drive loop, as runFrom does.
+func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	running := false
 	defer func() {
 		if running {
-			m.finishPlain()
+			m.ranBatched()
 			m.r.takeOver(func() {
-				m.runPlainFrom(buf, at+1, left-1, ran+1)
+				m.runPlainFrom(buf, first, n, ran+1)
 				m.mu.Lock()
 				m.endPlain()
 				m.mu.Unlock()
@@ -244,8 +245,8 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, at, left, ran int) {
 	}()
 	mask := len(buf) - 1
 	track, clock := m.r.opt.TrackOldest, m.r.opt.Clock
-	for ; left > 0; left-- {
-		s := &buf[at&mask]
+	for ; ran < n; ran++ {
+		s := &buf[(first+ran)&mask]
 		if track {
 			m.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
 		}
@@ -255,19 +256,17 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, at, left, ran int) {
 		running = true
 		s.p.RunPlain(s.fn, s.stamp)
 		running = false
-		m.finishPlain()
-		ran++
-		at++
+		m.ranBatched()
 	}
 	if m.r.opt.Ran != nil && ran > 0 {
 		m.r.opt.Ran(ran)
 	}
 }
 
-// finishPlain frees the place of a batched task that ran (plain or not,
-// see finishRun) and admits a parked submission into the room (it queues
+// ranBatched frees the place of a task of a running batch, plain or not,
+// once it ran, and admits a parked submission into the room (it queues
 // behind the batch).
-func (m *Mailbox) finishPlain() {
+func (m *Mailbox) ranBatched() {
 	m.pending.Add(-1)
 	if m.parked.Load() > 0 {
 		m.mu.Lock()
