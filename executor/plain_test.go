@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/perkey/perkey/backpressure"
@@ -178,22 +179,25 @@ func TestPlainGoNested(t *testing.T) {
 // TestPlainGoBlocksAtCap: at a key's cap under Block, a Go with a ctx that
 // never ends waits for room, like any Go, and runs in its turn.
 func TestPlainGoBlocksAtCap(t *testing.T) {
-	e := newExec[string](t, executor.WithWorkers(1), executor.WithMaxQueuePerKey(1),
-		executor.WithPolicy(backpressure.Block()))
-	bg := context.Background()
-	g, _ := block(t, e, "k")
-	returned := make(chan error, 1)
-	ran := make(chan struct{})
-	go func() { returned <- e.Go(bg, "k", func(context.Context) error { close(ran); return nil }) }()
-	select {
-	case err := <-returned:
-		t.Fatalf("Go at the key's cap returned %v before room came; want it to wait", err)
-	case <-time.After(20 * time.Millisecond):
-	}
-	g.open()
-	if err := recv(t, "Go to be admitted", returned); err != nil {
-		t.Fatalf("Go admitted after waiting: %v", err)
-	}
-	recv(t, "the task to run", ran)
-	waitIdle(t, e)
+	synctest.Test(t, func(t *testing.T) {
+		e := newExec[string](t, executor.WithWorkers(1), executor.WithMaxQueuePerKey(1),
+			executor.WithPolicy(backpressure.Block()))
+		bg := context.Background()
+		g, _ := block(t, e, "k")
+		returned := make(chan error, 1)
+		ran := make(chan struct{})
+		go func() { returned <- e.Go(bg, "k", func(context.Context) error { close(ran); return nil }) }()
+		synctest.Wait() // the Go is durably blocked, or it returned
+		select {
+		case err := <-returned:
+			t.Fatalf("Go at the key's cap returned %v before room came; want it to wait", err)
+		default:
+		}
+		g.open()
+		if err := recv(t, "Go to be admitted", returned); err != nil {
+			t.Fatalf("Go admitted after waiting: %v", err)
+		}
+		recv(t, "the task to run", ran)
+		waitIdle(t, e)
+	})
 }
