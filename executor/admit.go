@@ -86,7 +86,7 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 	if outer != nil {
 		// A nested call waiting for room waits for the key's queue to
 		// move: it takes part in deadlock detection like a queued one.
-		if b, err = e.block(ctx, &j.turn); err != nil {
+		if b, err = e.block(ctx, waitee[K]{t: &j.turn}); err != nil {
 			if m.Unpark(j.turn.Entry()) {
 				e.unreserve()
 				return false, err // never accepted

@@ -12,7 +12,10 @@ import (
 // changes allocation, so these run without it). The bounds are the size
 // classes the task path is built to: an uncontended Do allocates only fn's
 // 48-byte context, and so does a Go with a ctx that never ends (queued as
-// a plain task), a Submit its job, context and Task in one 224-byte object (string keys).
+// a plain task); such a Submit allocates its context and Task in one
+// 96-byte object. With a ctx that can end, a Submit allocates its job,
+// context and Task in one 224-byte object, and the watch of its ctx
+// (string keys).
 // Every executor-wide structure is warmed first, so what is left is per task.
 
 // heapPerOp runs op n times after a warm-up, then waits with drained, and
@@ -40,6 +43,8 @@ func TestHeapPerTask(t *testing.T) {
 	}
 	e := newExec[string](t, executor.WithWorkers(2))
 	bg := context.Background()
+	cancelable, cancel := context.WithCancel(bg)
+	defer cancel()
 	nop := func(context.Context) error { return nil }
 	idle := func() { waitIdle(t, e) }
 	gone := 0
@@ -67,7 +72,15 @@ func TestHeapPerTask(t *testing.T) {
 			if _, err := e.Submit(bg, "k", nop); err != nil {
 				t.Fatal(err)
 			}
-		}, 1, 224},
+			if gone++; gone%64 == 0 {
+				idle() // as for Go
+			}
+		}, 1, 96},
+		{"Submit with a ctx that can end", func() {
+			if _, err := e.Submit(cancelable, "k", nop); err != nil {
+				t.Fatal(err)
+			}
+		}, 4, 432}, // the 224-byte object, and context.AfterFunc's three
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

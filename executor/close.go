@@ -98,9 +98,7 @@ func (e *Executor[K]) giveUp() {
 	// their turn came (RunPlain): their mailbox first, then the drain.
 	for _, t := range plain {
 		for _, p := range t.ps {
-			e.abandoned(p.(*taskCtx[K]), nil, true, ErrClosed)
-			t.m.DonePlain()
-			e.unreserve()
+			e.endTaken(t.m, p)
 		}
 	}
 	for _, t := range queued {

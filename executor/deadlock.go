@@ -32,7 +32,10 @@ import (
 //     its keys (a Batcher's batch runs its messages under a context of its
 //     own); a running turn of the caller's own chain closes a cycle at once;
 //   - a task that holds a key and is not blocked waits for nothing: it will
-//     return, and if it later blocks, that wait is checked in turn.
+//     return, and if it later blocks, that wait is checked in turn;
+//   - a plain Submit (no Turn: see plain.go) waits as an exclusive turn
+//     does, queued while it is in its key's ring (found by its position),
+//     running once a drive loop has taken it into a batch.
 //
 // Holders matter only when they are blocked (the others will return), and
 // every blocked holder is a blocker, filed under the keys its chain holds.
@@ -67,9 +70,15 @@ type waits[K comparable] struct {
 // blocker is a nested wait in progress: a task (and the tasks it is nested
 // in on the same goroutine) blocked until on ends or is admitted.
 type blocker[K comparable] struct {
-	on     *mailbox.Turn
+	on     waitee[K]
 	keys   []any         // where it is filed
 	marked []*taskCtx[K] // the task contexts whose blocked field is this blocker
+}
+
+// waitee is what a wait is on: a task with a Turn, or a plain Submit.
+type waitee[K comparable] struct {
+	t *mailbox.Turn
+	p *plainSub[K]
 }
 
 // file is what a key is filed under: the key, or in striped mode its stripe.
@@ -83,7 +92,7 @@ func (e *Executor[K]) file(k K) any {
 // block files a nested call made with ctx, about to wait for the turn on,
 // as a blocker, unless that wait would close a cycle: then it files nothing
 // and returns ErrDeadlock. The caller ends the wait with unblock.
-func (e *Executor[K]) block(ctx context.Context, on *mailbox.Turn) (*blocker[K], error) {
+func (e *Executor[K]) block(ctx context.Context, on waitee[K]) (*blocker[K], error) {
 	w := &e.waits
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -153,10 +162,11 @@ func (e *Executor[K]) unblock(b *blocker[K]) {
 // closesCycle reports whether a wait made with ctx on start would wait,
 // through the graph described above, for a key held by the caller's own
 // chain (with w.mu and multiMu held).
-func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool {
-	seen := make(map[*mailbox.Turn]struct{})
+func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
+	seen := make(map[waitee[K]]struct{})
 	seenB := make(map[*blocker[K]]struct{})
-	work := []*mailbox.Turn{start}
+	work := []waitee[K]{start}
+	push := func(t *mailbox.Turn) { work = append(work, waitee[K]{t: t}) }
 	follow := func(b *blocker[K]) {
 		if _, ok := seenB[b]; !ok {
 			seenB[b] = struct{}{}
@@ -177,12 +187,34 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 		return false
 	}
 	for len(work) > 0 {
-		t := work[len(work)-1]
+		w := work[len(work)-1]
 		work = work[:len(work)-1]
-		if _, ok := seen[t]; ok {
+		if _, ok := seen[w]; ok {
 			continue
 		}
-		seen[t] = struct{}{}
+		seen[w] = struct{}{}
+		if p := w.p; p != nil {
+			// A plain Submit: queued, it waits as a queued exclusive turn
+			// does; taken into a running batch, as a running one does.
+			live, queued := e.plainAhead(p, push)
+			if !live {
+				continue // ended: it waits for nothing
+			}
+			if !queued {
+				if e.inChain(ctx, &p.ctx) {
+					return true
+				}
+				if b := e.waits.of[&p.ctx]; b != nil {
+					follow(b)
+					continue
+				}
+			}
+			if holders([]K{p.ctx.key}) {
+				return true
+			}
+			continue
+		}
+		t := w.t
 		j := jobOf[K](t)
 		c := j.ctx
 		if c == nil {
@@ -224,7 +256,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 				continue
 			}
 			if many != nil {
-				work = append(work, many) // a DoMany holding the key, waiting for its others
+				push(many) // a DoMany holding the key, waiting for its others
 			}
 			if holders(keys) {
 				return true
@@ -237,7 +269,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start *mailbox.Turn) bool
 		if holders(keys) {
 			return true
 		}
-		t.EachWaitedMany(func(o *mailbox.Turn) { work = append(work, o) })
+		t.EachWaitedMany(push)
 	}
 	return false
 }

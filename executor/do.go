@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"time"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -237,12 +236,20 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // ErrReentrant if it waits on a key the task holds); detached work should
 // use a fresh ctx. A Wait from inside a task never waits for a submission
 // queued behind a DoMany that waits for the waiting task: see Task.Wait.
+//
+// It allocates one object when ctx never ends (its Done returns nil, as
+// context.Background's does) and the executor has no stripes: fn's ctx and
+// the Task (see Costs in the package doc); else the task, fn's ctx and the
+// Task together, and the watch of ctx.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
 	if err := e.check(ctx, fn); err != nil {
 		return nil, err
 	}
 	if err := e.validate(key); err != nil {
 		return nil, err
+	}
+	if e.plain && ctx.Done() == nil {
+		return e.submitPlain(ctx, key, fn)
 	}
 	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
 	s.task.call = s
@@ -304,82 +311,6 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 	return nil
 }
 
-// goPlain is Go for a ctx that never ends, on an executor where plain
-// tasks are allowed (Executor.plain): nothing can cancel such a task or
-// wait on it, and nothing reads it through a Turn, so it is queued as a
-// plain slot of its key's mailbox (see mailbox.Plain) and fn's ctx is its
-// only allocation. The ctx's core is the mailbox's, which its plain tasks
-// use one after another. Admission is enter's; a key at its cap under a
-// waiting policy parks the task as a job of its own, like any Go.
-func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
-	c := &taskCtx[K]{parent: ctx, key: key}
-	m, wait, err := e.admit(ctx, key, nil)
-	switch {
-	case err != nil:
-		return err
-	case wait:
-		j := &job[K]{core: core[K]{e: e, async: true, unread: true}}
-		e.bind(j, ctx, fn, c) // c is nobody's yet
-		j.turn.Init(j, false)
-		p, err := e.waitRoom(ctx, j, m, nil)
-		if err == nil && p == queuedLent {
-			e.innermost(ctx).unlend(e.runner, true) // ctx never ends: nothing to watch first
-		}
-		return err
-	}
-	c.j = e.plainCore(m)
-	e.submitted.Add(1)
-	var at int64
-	if e.ages {
-		at = monotime() // under m's lock, as stamp does for a job
-	}
-	e.launch(m, m.EnqueuePlain(fn, c, at))
-	return nil
-}
-
-// plainCore returns the core that the plain tasks of m share, made on the
-// first (locked). It stays with the mailbox when it is reused for another
-// key: the core names only the executor.
-func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
-	if c, ok := m.Aux().(*core[K]); ok {
-		return c
-	}
-	c := &core[K]{e: e}
-	m.SetAux(c)
-	return c
-}
-
-// RunPlain runs fn as a plain task with context c (mailbox.Plain), as
-// job.Run runs a job's; it then gives back the task's reservation, since
-// no Settle follows a plain task. Its ctx never ends (see goPlain): only a
-// giving-up Close keeps it from running.
-func (c *taskCtx[K]) RunPlain(fn func(context.Context) error, stamp int64) {
-	e := c.j.e
-	if e.force.Err() != nil {
-		e.abandoned(c, nil, true, ErrClosed)
-		e.releasePlain()
-		return
-	}
-	start := e.begin(stamp)
-	outcome, err := e.invoke(c, nil, fn, func() { e.plainEnded(c, ErrGoexit, Failed, start) })
-	e.plainEnded(c, err, outcome, start)
-}
-
-// plainEnded accounts for a plain task (with context c) whose fn ended
-// with err, and gives back its reservation.
-func (e *Executor[K]) plainEnded(c *taskCtx[K], err error, outcome Outcome, start time.Time) {
-	e.finished(c, nil, true, err, outcome, start)
-	e.releasePlain()
-}
-
-// releasePlain gives back an ended plain task's reservation, unless the
-// drive loop gives back its batch's at once (see job.release).
-func (e *Executor[K]) releasePlain() {
-	if !e.batchRelease {
-		e.unreserve()
-	}
-}
-
 // wait blocks until the synchronous job j ends; if ctx ends first and j has
 // not started, j is withdrawn at once. It recycles j. A nested call lends
 // its task's slot meanwhile, unless it already has (lent, see enter).
@@ -387,7 +318,7 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 	var b *blocker[K]
 	if outer != nil {
 		var err error
-		if b, err = e.block(ctx, &j.turn); err != nil && e.cancel(j, err) {
+		if b, err = e.block(ctx, waitee[K]{t: &j.turn}); err != nil && e.cancel(j, err) {
 			// Withdrawn: the task's keys go to the others of the cycle
 			// once its caller returns.
 			<-j.done

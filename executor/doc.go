@@ -100,9 +100,12 @@
 // and context.WithoutCancel's do) also allocates only its ctx, on an
 // executor without stripes: nothing can withdraw such a task, so it waits
 // as a 32-byte slot in its key's ring of plain tasks, reused from one task
-// to the next. Any other Go allocates one 208-byte object (the
-// task and its ctx), a Submit one of 224 bytes (and the Task it returns,
-// which is the caller's to keep); a DoMany also its keys. A waiting task
-// costs that object or slot; a busy key one mailbox; an idle key nothing.
-// See BENCHMARKS.md for figures.
+// to the next. Such a Submit allocates one 96-byte object, its ctx and the
+// Task it returns (which is the caller's to keep). With a ctx that can end,
+// a Go allocates one 208-byte object (the task and its ctx), a Submit one
+// of 224 bytes (with its Task), and each also the watch of its ctx
+// (context.AfterFunc: three small objects), which withdraws the task at
+// once if the ctx ends while it waits; a DoMany also its keys. A waiting
+// task costs that object or slot; a busy key one mailbox; an idle key
+// nothing. See BENCHMARKS.md for figures.
 package executor

@@ -32,9 +32,9 @@ type Executor[K comparable] struct {
 	// batchRelease: with no global cap, a batch's reservations are given
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
-	// plain: a Go whose ctx never ends is queued as a plain slot (see
-	// goPlain); not in striped mode, where HotKeys names a stripe after a
-	// queued task's Turn (nameOf).
+	// plain: a Go or Submit whose ctx never ends is queued as a plain
+	// slot (see plain.go); not in striped mode, where HotKeys names a
+	// stripe after a queued task's Turn (nameOf).
 	plain   bool
 	runner  *mailbox.Runner
 	router  *router.Router[K]

@@ -239,7 +239,7 @@ type fuzzTask struct {
 	behavior int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
 	gate     chan struct{}
 	cancel   context.CancelFunc
-	endless  bool // its ctx never ends (a Go queued as a plain task, where the executor allows)
+	endless  bool // its ctx never ends (a Go or Submit queued as a plain task, where the executor allows)
 
 	started  bool // the driver saw it start
 	released bool // the driver opened its gate
@@ -637,9 +637,9 @@ func (r *fuzzRun) submit(kind string) string {
 	preCanceled := b&0x10 != 0
 	if preCanceled {
 		cancel()
-	} else if kind == "Go" && b&0x40 != 0 {
+	} else if (kind == "Go" || kind == "Submit") && b&0x40 != 0 {
 		// A ctx that never ends: nothing withdraws the task, and an
-		// executor without ages or stripes queues it as a plain task.
+		// executor without stripes queues it as a plain task.
 		ctx, ft.endless = context.WithoutCancel(ctx), true
 	}
 	fn := r.body(ft)

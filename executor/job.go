@@ -50,7 +50,7 @@ type job[K comparable] struct {
 }
 
 // core is what a running task's context reads of its task (taskCtx.j):
-// the job's, or for a plain task (see goPlain) its mailbox's, which the
+// the job's, or for a plain task (see plain.go) its mailbox's, which the
 // plain tasks of that mailbox use one after another.
 type core[K comparable] struct {
 	e     *Executor[K] // set when the core is made, never changed

@@ -284,36 +284,9 @@ func TestNestedBehindDoMany(t *testing.T) {
 			})
 		})
 	}
-	t.Run("Submit+Wait", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			e, _ := executor.New[string](executor.WithWorkers(4))
-			defer e.Close(context.Background())
-			var task *executor.Task
-			waited, outer, many := nestBehindDoMany(e, []string{"a", "b"}, func(ctx context.Context) error {
-				var err error
-				if task, err = e.Submit(context.Background(), "b", nop); err != nil {
-					return err
-				}
-				return task.Wait(ctx) // queued behind the DoMany
-			})
-			select {
-			case err := <-waited:
-				if !errors.Is(err, executor.ErrReentrant) {
-					t.Errorf("nested Wait behind the DoMany = %v; want ErrReentrant", err)
-				}
-			default:
-				t.Fatal("nested Wait waits for a task behind a DoMany that waits for its own task")
-			}
-			for _, ch := range []chan error{outer, many} {
-				if err := <-ch; err != nil {
-					t.Errorf("got %v; want nil", err)
-				}
-			}
-			if err := task.Wait(context.Background()); err != nil {
-				t.Errorf("the submitted task = %v; want nil: only the nested Wait was refused", err)
-			}
-		})
-	})
+	for _, lane := range submitLanes {
+		t.Run("Submit+Wait/"+lane, func(t *testing.T) { nestedWaitBehindDoMany(t, lane) })
+	}
 	t.Run("other key", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := executor.New[string](executor.WithWorkers(4))
@@ -361,4 +334,39 @@ func nestBehindDoMany(e *executor.Executor[string], manyKeys []string,
 	close(nest)
 	synctest.Wait()
 	return inner, outer, many
+}
+
+// nestedWaitBehindDoMany: a Wait from inside a task on a submission (in
+// lane, see submitCtx) queued behind a DoMany that waits for the task's key is
+// refused with ErrReentrant at once; the submission itself runs.
+func nestedWaitBehindDoMany(t *testing.T, lane string) {
+	synctest.Test(t, func(t *testing.T) {
+		sctx := submitCtx(t, lane)
+		e, _ := executor.New[string](executor.WithWorkers(4))
+		defer e.Close(context.Background())
+		var task *executor.Task
+		waited, outer, many := nestBehindDoMany(e, []string{"a", "b"}, func(ctx context.Context) error {
+			var err error
+			if task, err = e.Submit(sctx, "b", nop); err != nil {
+				return err
+			}
+			return task.Wait(ctx) // queued behind the DoMany
+		})
+		select {
+		case err := <-waited:
+			if !errors.Is(err, executor.ErrReentrant) {
+				t.Errorf("nested Wait behind the DoMany = %v; want ErrReentrant", err)
+			}
+		default:
+			t.Fatal("nested Wait waits for a task behind a DoMany that waits for its own task")
+		}
+		for _, ch := range []chan error{outer, many} {
+			if err := <-ch; err != nil {
+				t.Errorf("got %v; want nil", err)
+			}
+		}
+		if err := task.Wait(context.Background()); err != nil {
+			t.Errorf("the submitted task = %v; want nil: only the nested Wait was refused", err)
+		}
+	})
 }

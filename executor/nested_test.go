@@ -250,18 +250,24 @@ func TestCloseFromTask(t *testing.T) {
 // key the task holds returns ErrReentrant at once; on another key it lends
 // the slot and completes.
 func TestWaitFromTask(t *testing.T) {
+	for _, lane := range submitLanes {
+		t.Run(lane, func(t *testing.T) { waitFromTask(t, submitCtx(t, lane)) })
+	}
+}
+
+func waitFromTask(t *testing.T, sctx context.Context) {
 	e := newExec[string](t, executor.WithWorkers(1))
 	var behind *executor.Task
 	err := e.Do(context.Background(), "a", func(ctx context.Context) error {
 		var err error
-		behind, err = e.Submit(context.Background(), "a", nop)
+		behind, err = e.Submit(sctx, "a", nop)
 		if err != nil {
 			return err
 		}
 		if err := behind.Wait(ctx); !errors.Is(err, executor.ErrReentrant) {
 			t.Errorf("Wait on a task behind a held key: got %v; want ErrReentrant", err)
 		}
-		many, err := e.Submit(context.Background(), "b", nop)
+		many, err := e.Submit(sctx, "b", nop)
 		if err != nil {
 			return err
 		}

@@ -3,6 +3,8 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"slices"
 	"sync"
 	"testing"
@@ -13,9 +15,25 @@ import (
 	"github.com/perkey/perkey/executor"
 )
 
-// A Go whose ctx never ends is queued as a plain task (no job of its own)
-// on an executor without ages or stripes. These tests pin what that lane
-// must keep of Go's contract; the fuzzer and the soak mix it with the rest.
+// A Go or a Submit whose ctx never ends is queued as a plain task (no job
+// of its own) on an executor without stripes. These tests pin what that
+// lane must keep of Go's and Submit's contract; the fuzzer and the soak mix
+// it with the rest.
+
+// submitLanes names the two lanes a Submit can take, and submitCtx makes
+// the ctx that takes one (make it where it is used: inside a synctest
+// bubble, if the test has one): a ctx that never ends queues a plain task,
+// one that can end (though it never does here) a job.
+var submitLanes = []string{"plain", "job"}
+
+func submitCtx(t *testing.T, lane string) context.Context {
+	if lane == "plain" {
+		return context.Background()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return ctx
+}
 
 // handled records what the error handler was given.
 type handled struct {
@@ -126,15 +144,7 @@ func TestPlainGoGiveUp(t *testing.T) {
 	if n := h.count(executor.ErrClosed); n != 5 {
 		t.Errorf("when Close returned, %d tasks were reported ErrClosed; want 5", n)
 	}
-	if s := e.Stats(); s.Canceled != 5 || s.Running != 1 || s.Queued != 0 || !balanced(s) {
-		t.Errorf("Stats after giving up: %+v; want 5 canceled, 1 running, 0 queued, adding up", s)
-	}
-	release <- struct{}{}
-	ctx2, cancel2 := context.WithTimeout(bg, patience)
-	defer cancel2()
-	if err := e.Close(ctx2); err != nil {
-		t.Fatalf("second Close: got %v; want nil", err)
-	}
+	afterGiveUp(t, e, release)
 	select {
 	case i := <-ran:
 		t.Errorf("task %d, queued when Close gave up, ran", i)
@@ -200,4 +210,173 @@ func TestPlainGoBlocksAtCap(t *testing.T) {
 		recv(t, "the task to run", ran)
 		waitIdle(t, e)
 	})
+}
+
+// TestPlainSubmitOutcomes: a plain Submit's Task reports fn's error, its
+// panic as a *PanicError and runtime.Goexit as ErrGoexit, in the order the
+// tasks were queued, and Stats add up once every Task has ended.
+func TestPlainSubmitOutcomes(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2))
+	bg := context.Background()
+	g, _ := block(t, e, "k") // queue them all behind it, as plain slots
+	boom := errors.New("boom")
+	fns := []func(context.Context) error{
+		func(context.Context) error { return nil },
+		func(context.Context) error { return boom },
+		func(context.Context) error { panic("bang") },
+		func(context.Context) error { runtime.Goexit(); return nil },
+		func(context.Context) error { return nil },
+	}
+	tasks := make([]*executor.Task, len(fns))
+	for i, fn := range fns {
+		var err error
+		if tasks[i], err = e.Submit(bg, "k", fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g.open()
+	var pe *executor.PanicError
+	for i, check := range []func(error) bool{
+		func(err error) bool { return err == nil },
+		func(err error) bool { return errors.Is(err, boom) },
+		func(err error) bool { return errors.As(err, &pe) && pe.Value == "bang" },
+		func(err error) bool { return errors.Is(err, executor.ErrGoexit) },
+		func(err error) bool { return err == nil },
+	} {
+		_, err := attempt(t, fmt.Sprint("Wait ", i), func() error { return tasks[i].Wait(bg) })
+		if !check(err) {
+			t.Errorf("task %d: got %v", i, err)
+		}
+	}
+	if s := waitIdle(t, e); s.Completed != 6 || s.Panicked != 1 || !balanced(s) {
+		t.Errorf("Stats = %+v; want 6 completed, 1 panicked, adding up", s)
+	}
+}
+
+// TestPlainSubmitGiveUp: a Close that gives up ends the plain Submits
+// queued behind a task that ignores its ctx before it returns: each Task
+// has ended with ErrClosed, and none runs.
+func TestPlainSubmitGiveUp(t *testing.T) {
+	e, err := executor.New[string](executor.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	stuck, release := make(chan struct{}), make(chan struct{})
+	defer close(release)
+	if _, err := e.Submit(bg, "k", func(context.Context) error { close(stuck); <-release; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, "the stuck task to start", stuck)
+	var ran sync.WaitGroup
+	tasks := make([]*executor.Task, 5)
+	for i := range tasks {
+		if tasks[i], err = e.Submit(bg, "k", func(context.Context) error { ran.Add(1); return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+	defer cancel()
+	if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a stuck task: got %v; want DeadlineExceeded", err)
+	}
+	for i, task := range tasks {
+		select {
+		case <-task.Done():
+			if err := task.Wait(bg); !errors.Is(err, executor.ErrClosed) {
+				t.Errorf("task %d: got %v; want ErrClosed", i, err)
+			}
+		default:
+			t.Errorf("task %d had not ended when Close gave up", i)
+		}
+	}
+	afterGiveUp(t, e, release)
+}
+
+// TestPlainSubmitDeadlock: a wait on a plain Submit takes part in the
+// cycle check whether the task still waits in its queue or was taken into
+// a running batch: task A on x waits for P, a plain Submit on b behind
+// task B, which holds b and then calls Do on x. Whichever of the two waits
+// is checked second closes the cycle: exactly one is refused with
+// ErrDeadlock, and everything ends. Rounds vary which one it is.
+func TestPlainSubmitDeadlock(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprint("batched=", batched), func(t *testing.T) {
+			for round := range 20 {
+				plainDeadlockRound(t, round, batched)
+			}
+		})
+	}
+}
+
+func plainDeadlockRound(t *testing.T, round int, batched bool) {
+	e := newExec[string](t, executor.WithWorkers(4))
+	bg := context.Background()
+	var g *gate
+	if batched {
+		// B and P queue behind a blocker, so that one batch takes both.
+		g, _ = block(t, e, "b")
+	}
+	gate, bStarted, aStarted := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	aErr, bErr := make(chan error, 1), make(chan error, 1)
+	bTask, err := e.Submit(bg, "b", func(ctx context.Context) error {
+		close(bStarted)
+		<-gate
+		bErr <- e.Do(ctx, "x", nop)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !batched {
+		recv(t, "B to start", bStarted) // P queues behind B's batch
+	}
+	p, err := e.Submit(bg, "b", nop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if batched {
+		g.open()
+		recv(t, "B to start", bStarted)
+	}
+	aTask, err := e.Submit(bg, "x", func(ctx context.Context) error {
+		close(aStarted)
+		if round%2 == 0 {
+			<-gate // B's call and A's wait race
+		}
+		aErr <- p.Wait(ctx)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recv(t, "A to start", aStarted)
+	close(gate)
+	errA, errB := recv(t, "A's wait", aErr), recv(t, "B's call", bErr)
+	if errors.Is(errA, executor.ErrDeadlock) == errors.Is(errB, executor.ErrDeadlock) ||
+		(errA != nil && !errors.Is(errA, executor.ErrDeadlock)) || (errB != nil && !errors.Is(errB, executor.ErrDeadlock)) {
+		t.Errorf("round %d: A's wait: %v, B's call: %v; want ErrDeadlock for exactly one, nil for the other", round, errA, errB)
+	}
+	for _, task := range []*executor.Task{aTask, bTask, p} {
+		if _, err := attempt(t, "a task of the cycle", func() error { return task.Wait(bg) }); err != nil {
+			t.Errorf("round %d: task: %v; want nil", round, err)
+		}
+	}
+	waitIdle(t, e)
+}
+
+// afterGiveUp checks an executor whose Close gave up on one stuck task and
+// ended the 5 queued behind it, then lets the stuck task return (release)
+// and checks that a second Close returns nil.
+func afterGiveUp(t *testing.T, e *executor.Executor[string], release chan<- struct{}) {
+	t.Helper()
+	if s := e.Stats(); s.Canceled != 5 || s.Running != 1 || s.Queued != 0 || !balanced(s) {
+		t.Errorf("Stats after giving up: %+v; want 5 canceled, 1 running, 0 queued, adding up", s)
+	}
+	release <- struct{}{}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatalf("second Close: got %v; want nil", err)
+	}
 }

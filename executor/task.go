@@ -125,7 +125,7 @@ func (s *submission[K]) beforeWait(ctx context.Context) (func(), error) {
 	if e.queuedBehindCaller(ctx, &s.turn) {
 		return nil, errWaitsOnCaller
 	}
-	b, err := e.block(ctx, &s.turn)
+	b, err := e.block(ctx, waitee[K]{t: &s.turn})
 	if err != nil {
 		return nil, err
 	}

@@ -16,11 +16,12 @@
 // turn that needs several keys (DoMany) runs once every one of its
 // mailboxes has granted it.
 //
-// Most fire-and-forget work needs less than a turn: a Go whose ctx never
-// ends can be neither withdrawn nor waited on. The executor queues it as a
-// plain slot, fn and its ctx, in a ring the mailbox keeps and reuses (on an
+// Most asynchronous work needs less than a turn: a Go or a Submit whose
+// ctx never ends cannot be withdrawn. The executor queues it as a plain
+// slot, fn and what runs it, in a ring the mailbox keeps and reuses (on an
 // executor without stripes, where nothing reads a queued task through its
-// turn). Slots and turns share one FIFO order: each turn
+// turn); a wait on such a Submit from inside a task finds it by its
+// position in the ring, to check the wait for a cycle. Slots and turns share one FIFO order: each turn
 // records how many slots were queued before it. A plain task costs no
 // per-task node, and a drive loop reads a batch's slots one after another
 // instead of chasing a pointer per task to memory the submitting core wrote.

@@ -20,15 +20,20 @@ import "context"
 // OldestStamp sees plain slots (each carries its stamp), and the running
 // one's hold is timed like any (HeldSince); what reads Turns (Each, Head,
 // Oldest) does not: an owner queues plain tasks only where it needs none of
-// those for them (see TakePlain for Close).
+// those for them (see TakePlain for Close). An owner that must find one
+// again while it waits (to check a wait on it for a cycle) records its
+// position (PlainTail) and asks PlainQueued and EachManyAheadPlain.
 
 // Plain runs a plain task (EnqueuePlain), given the stamp it was queued
 // with. Like Work.Run, RunPlain must not panic and must account for the
 // task's end itself, including when fn calls runtime.Goexit: then it does
 // not return, and the mailbox ends the task as after a return and hands the
-// key to a fresh drive loop.
+// key to a fresh drive loop. Like Work.Settle, SettlePlain is called once
+// the task's place in the mailbox is free (after RunPlain, returned or not),
+// to wake whoever waits for the task: by then the key has room again.
 type Plain interface {
 	RunPlain(fn func(context.Context) error, stamp int64)
+	SettlePlain()
 }
 
 type plainSlot struct {
@@ -126,6 +131,36 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain, stamp in
 	return m.wake()
 }
 
+// PlainTail is the position the next plain task queued on m takes
+// (locked): EnqueuePlain queues it there. An owner that must find a plain
+// task again while it waits (see PlainQueued) records it.
+func (m *Mailbox) PlainTail() uint32 { return m.plain.tailCount() }
+
+// PlainQueued reports whether the plain task queued at pos still waits in
+// m's queue (locked); false once a drive loop took it into a batch (it runs
+// or is about to) or TakePlain took it out. It means something only while
+// that task has not ended: until then m is its mailbox.
+func (m *Mailbox) PlainQueued(pos uint32) bool { return int32(pos-m.plain.takenCount()) >= 0 }
+
+// EachManyAheadPlain is EachManyAhead for the plain task queued at pos,
+// which must still wait (PlainQueued): it calls f for each multi-key task
+// that holds m or is queued ahead of that task (locked).
+func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
+	if !m.many {
+		return
+	}
+	if h := m.Holder(); h != nil && h.many != nil {
+		f(h)
+	}
+	// Entries are in FIFO order, and one goes ahead of the slot at pos if
+	// at most pos slots were queued before it.
+	for o := m.queue.head; o != nil && int32(o.plainBefore-pos) <= 0; o = o.next {
+		if o.t.many != nil {
+			f(o.t)
+		}
+	}
+}
+
 // Aux returns what SetAux stored (locked); nil until then. It stays with
 // the mailbox when the mailbox is reused for another key.
 func (m *Mailbox) Aux() any {
@@ -167,7 +202,8 @@ func (m *Mailbox) TakePlain() []Plain {
 	return ps
 }
 
-// DonePlain gives back the place of a plain task taken out by TakePlain.
+// DonePlain gives back the place of a plain task taken out by TakePlain;
+// the caller then settles the task (Plain.SettlePlain).
 func (m *Mailbox) DonePlain() {
 	m.mu.Lock()
 	m.giveBack()
@@ -235,6 +271,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	defer func() {
 		if running {
 			m.ranBatched()
+			buf[(first+ran)&(len(buf)-1)].p.SettlePlain()
 			m.r.takeOver(func() {
 				m.runPlainFrom(buf, first, n, ran+1)
 				m.mu.Lock()
@@ -257,6 +294,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 		s.p.RunPlain(s.fn, s.stamp)
 		running = false
 		m.ranBatched()
+		s.p.SettlePlain()
 	}
 	if m.r.opt.Ran != nil && ran > 0 {
 		m.r.opt.Ran(ran)

@@ -22,6 +22,15 @@ type plainWork struct {
 	exit    bool
 	ran     atomic.Int32
 	done    chan struct{} // closed when the task has run
+	settled atomic.Int32
+	settle  func() // called by SettlePlain, if non-nil
+}
+
+func (p *plainWork) SettlePlain() {
+	p.settled.Add(1)
+	if p.settle != nil {
+		p.settle()
+	}
 }
 
 func (p *plainWork) RunPlain(fn func(context.Context) error, _ int64) {
@@ -154,13 +163,18 @@ func TestPlainGoexit(t *testing.T) {
 	head := newGatedWork(-1, &log)
 	b.submit(head)
 	wait(t, "the head task to start", head.started)
-	var last *plainWork
+	var ps []*plainWork
 	for id := range 10 {
-		last = b.plain(id, &log, &plainWork{exit: id == 3 || id == 7})
+		ps = append(ps, b.plain(id, &log, &plainWork{exit: id == 3 || id == 7}))
 	}
 	close(head.gate)
-	wait(t, "the last plain task", last.done)
+	wait(t, "the last plain task", ps[len(ps)-1].done)
 	r.Wait()
+	for i, p := range ps {
+		if n := p.settled.Load(); n != 1 {
+			t.Errorf("plain task %d settled %d times; want once", i, n)
+		}
+	}
 	if got, want := log.get(), append([]int{-1}, seq(10)...); !slices.Equal(got, want) {
 		t.Fatalf("run order %v; want %v", got, want)
 	}
@@ -169,6 +183,36 @@ func TestPlainGoexit(t *testing.T) {
 	}
 	if p := b.pending(); p != 0 || b.o.retired.Load() == 0 {
 		t.Errorf("after the drain: Pending %d, retired %d times; want 0 and retired", p, b.o.retired.Load())
+	}
+}
+
+// TestPlainSettle: a plain task is settled once its place is free, so
+// whoever it wakes finds room in the key: the pending count it sees no
+// longer counts it.
+func TestPlainSettle(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	head := newGatedWork(-1, &log)
+	b.submit(head)
+	wait(t, "the head task to start", head.started)
+	seen := make([]int, 3)
+	var ps []*plainWork
+	for id := range seen {
+		ps = append(ps, b.plain(id, &log, &plainWork{settle: func() { seen[id] = b.pending() }}))
+	}
+	close(head.gate)
+	for _, p := range ps {
+		wait(t, "a plain task", p.done)
+	}
+	r.Wait()
+	for id, p := range ps {
+		if n := p.settled.Load(); n != 1 {
+			t.Errorf("plain task %d settled %d times; want once", id, n)
+		}
+	}
+	if want := []int{2, 1, 0}; !slices.Equal(seen, want) {
+		t.Errorf("pending when each task settled: %v; want %v", seen, want)
 	}
 }
 

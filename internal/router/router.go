@@ -133,6 +133,24 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	return &n.mb
 }
 
+// Find returns key's mailbox with its lock held, or nil, with nothing
+// held, if the key has none; unlike Acquire it never makes one. The caller
+// ends with m.Release.
+func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
+	if rt.stripes != nil {
+		st := &rt.stripes[rt.Index(key)] // a stripe always exists
+		st.mu.Lock()
+		return &st.mb
+	}
+	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
+	s.mu.Lock()
+	if n := s.m[key]; n != nil {
+		return &n.mb
+	}
+	s.mu.Unlock()
+	return nil
+}
+
 // Retire retires an idle mailbox (called locked, by the mailbox). The
 // mailbox stops counting as live at once, but its table entry stays until
 // the next retirement in the same shard: a key used again and again by one

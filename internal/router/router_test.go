@@ -211,3 +211,38 @@ func BenchmarkLive(b *testing.B) {
 		_ = rt.Live()
 	}
 }
+
+// TestFind: Find returns a busy key's mailbox, locked, and for a key with
+// none returns nil without making one.
+func TestFind(t *testing.T) {
+	rt := router.New[string](newRunner(t, 1), 0, 0)
+	if m := rt.Find("a"); m != nil {
+		m.Release()
+		t.Fatal("Find on a key never used returned a mailbox")
+	}
+	if n := rt.Live(); n != 0 {
+		t.Fatalf("Live after Find on an unused key = %d; want 0", n)
+	}
+	var busy, overlap atomic.Int32
+	w := &work{busy: &busy, overlap: &overlap, gate: make(chan struct{}), done: make(chan struct{})}
+	submit(rt, "a", w)
+	m := rt.Acquire("a")
+	m.Release()
+	found := rt.Find("a")
+	if found != m {
+		t.Errorf("Find on a busy key returned %p; want its mailbox %p", found, m)
+	}
+	if found != nil {
+		found.Release()
+	}
+	close(w.gate)
+	select {
+	case <-w.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the task never ended")
+	}
+	if m := rt.Find("b"); m != nil {
+		m.Release()
+		t.Error("Find on another unused key returned a mailbox")
+	}
+}
