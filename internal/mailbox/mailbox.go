@@ -66,18 +66,18 @@ type Mailbox struct {
 // with room for limit pending tasks (0 = no cap) when submissions park.
 func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 	m.mu, m.r, m.owner, m.limit = mu, r, o, int32(limit)
-	m.Reset()
+	m.Reset(0)
 	if m.run == nil {
 		m.run = func() { m.r.loop(item{m: m}) } // captures m alone: a 16-byte closure
 	}
 }
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate,
-// and a plain ring grown past a few slots) before it is reused for another
+// and a plain ring grown past ring slots) before it is reused for another
 // key (locked).
-func (m *Mailbox) Reset() {
+func (m *Mailbox) Reset(ring int) {
 	m.forget()
-	if q := m.plain; q != nil && len(q.buf) > 16 {
+	if q := m.plain; q != nil && len(q.buf) > ring {
 		q.buf, q.head = nil, 0
 	}
 }

@@ -6,8 +6,11 @@
 // guards the mailbox itself (see mailbox.Mailbox). A retired mailbox stops
 // counting as live at once; its table entry goes at the shard's next
 // retirement, so a key used over and over by one caller is not deleted and
-// re-inserted each time, and each shard keeps at most one idle entry and one
-// spare mailbox. Shard maps are rebuilt smaller after a burst. The table is
+// re-inserted each time, and each shard keeps at most one idle entry. A
+// retired mailbox is kept as a spare for the next key while the shard is
+// busy (up to maxSpares, so that keys that come and go reuse mailboxes
+// rather than make garbage), and one once it is quiet. Shard maps are
+// rebuilt smaller after a burst. The table is
 // sharded so that submissions on different keys rarely share a lock.
 //
 // In striped mode the table is a fixed array of mailboxes allocated once;

@@ -21,15 +21,25 @@ type Router[K comparable] struct {
 }
 
 type shard[K comparable] struct {
-	mu    sync.Mutex
-	m     map[K]*node[K] // guarded by mu
-	idle  *node[K]       // a retired node left in m for a moment (see Retire); guarded by mu
-	spare *node[K]       // a retired node kept for reuse; guarded by mu
-	peak  int            // len(m)'s high-water mark since m was made; guarded by mu
-	live  int            // mailboxes that are not idle; guarded by mu (see Live)
-	r     *Router[K]
-	_     [32]byte // keep neighbouring shard locks off one cache line
+	mu   sync.Mutex
+	m    map[K]*node[K] // guarded by mu
+	idle *node[K]       // a retired node left in m for a moment (see Retire); guarded by mu
+	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
+	// mu. They also keep the space in the shard's struct that keeps
+	// neighbouring shard locks off one cache line.
+	spares [maxSpares]*node[K]
+	nspare int
+	peak   int // len(m)'s high-water mark since m was made; guarded by mu
+	live   int // mailboxes that are not idle; guarded by mu (see Live)
+	r      *Router[K]
 }
+
+// maxSpares is how many retired nodes a shard keeps for reuse while it has
+// live mailboxes; once none is live it keeps one (see quiet). Keys that
+// come and go (more keys than workers, each drained as fast as it is fed)
+// then reuse nodes, and the plain-task rings in them, instead of making new
+// ones: the garbage of a retirement is what the shard cannot absorb.
+const maxSpares = 8
 
 // node is a dynamic mailbox with the key it is filed under.
 type node[K comparable] struct {
@@ -119,8 +129,9 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 		s.live++
 	}
 	if n == nil {
-		if n = s.spare; n != nil {
-			s.spare = nil
+		if s.nspare > 0 {
+			s.nspare--
+			n, s.spares[s.nspare] = s.spares[s.nspare], nil
 		} else {
 			n = &node[K]{s: s}
 			n.mb.Init(&s.mu, rt.runner, n, rt.limit)
@@ -166,21 +177,45 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 		s.evict(old)
 	}
 	s.idle = n
+	if s.live == 0 {
+		s.quiet()
+	}
 }
 
-// evict deletes an idle node's entry and keeps the node as the shard's
-// spare if it has none (locked).
+// Spares kept while a shard has live mailboxes keep a plain-task ring of up
+// to busyRing slots; a quiet shard's one spare keeps up to quietRing.
+const (
+	busyRing  = 64
+	quietRing = 16
+)
+
+// evict deletes an idle node's entry and keeps the node as a spare if
+// the shard has room for one (locked).
 func (s *shard[K]) evict(n *node[K]) {
 	delete(s.m, n.key)
 	n.filed = false
 	if s.peak > 256 && len(s.m) <= s.peak/8 {
 		s.shrink()
 	}
-	if s.spare == nil {
+	if s.nspare < maxSpares {
 		var zero K
 		n.key = zero
-		n.mb.Reset()
-		s.spare = n
+		n.mb.Reset(busyRing)
+		s.spares[s.nspare] = n
+		s.nspare++
+	}
+}
+
+// quiet drops all spares but one, and that one's ring past quietRing
+// slots, once no mailbox of the shard is live (locked): memory follows the
+// keys that are busy now.
+func (s *shard[K]) quiet() {
+	for s.nspare > 1 {
+		s.nspare--
+		s.spares[s.nspare] = nil
+	}
+	if s.nspare == 1 {
+		s.spares[0].mb.Reset(quietRing)
 	}
 }
 
