@@ -49,6 +49,8 @@ type plainSlot struct {
 //
 // A mailbox makes its ring on the first plain task and keeps it (a mailbox
 // that never sees one pays a pointer); the ring also keeps the owner's aux.
+// Its buffer starts at one slot, since most keys have one task waiting, and
+// doubles when full.
 // The methods that read counts take a nil ring as an empty one.
 type plainRing struct {
 	buf         []plainSlot // len is 0 or a power of two
@@ -88,7 +90,7 @@ func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) 
 func (q *plainRing) push(s plainSlot) {
 	n := q.size()
 	if n == len(q.buf) {
-		q.resize(max(2*len(q.buf), 2))
+		q.resize(max(2*len(q.buf), 1)) // one slot first: most keys have one task waiting
 	}
 	q.buf[q.at(n)] = s
 	q.tail++
