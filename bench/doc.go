@@ -24,7 +24,8 @@
 //     every send and completion. The memory benchmarks use it: the plain
 //     actor never gives anything back.
 //   - impl=perkey-go: perkey fed by Go (fire and forget, no Task) where the
-//     others are fed by Submit.
+//     others are fed by Submit. Both pass context.Background(), so every
+//     perkey task is a plain task (see the executor's Costs).
 //
 // Lock-based peers run the task inline on the calling goroutine, so for them
 // Submit is the same as Do. Every task is trivial (it bumps a per-key counter,
