@@ -28,11 +28,7 @@ type Mailbox struct {
 	queue  list                  // FIFO of entries waiting for a hold
 	plain  *plainRing            // plain tasks, in one FIFO with queue (see Plain); made on the first
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
-	// plainNext is a running plain batch's next task to start, as an index
-	// in the batch (see plainOldest), when the runner tracks it.
-	plainNext atomic.Int32
-	holder    *Turn // the exclusive holder, if any
-	run       func()
+	holder *Turn                 // the exclusive holder, if any
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
@@ -58,8 +54,17 @@ type Mailbox struct {
 	sharers int32        // shared holds granted
 	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
 	limit   int32        // room: at most limit pending; 0 = no cap
-	driven  bool         // a drive loop is scheduled or running
-	many    bool         // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+	// plainNext is a running plain batch's next task to start, as an index
+	// in the batch (see plainOldest), when the runner tracks it.
+	plainNext atomic.Int32
+	driven    bool // a drive loop is scheduled or running
+	many      bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+
+	// Mark is the owner's: the mailbox never reads it (locked). It sits in
+	// what would be padding, so that an owner embedding a mailbox needs no
+	// flag of its own (the router's table node then fits a smaller size
+	// class).
+	Mark bool
 }
 
 // Init prepares m to live under lock mu, run on r and retire through o,
@@ -67,9 +72,6 @@ type Mailbox struct {
 func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 	m.mu, m.r, m.owner, m.limit = mu, r, o, int32(limit)
 	m.Reset(0)
-	if m.run == nil {
-		m.run = func() { m.r.loop(item{m: m}) } // captures m alone: a 16-byte closure
-	}
 }
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate,

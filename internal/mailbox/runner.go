@@ -35,6 +35,36 @@ type Runner struct {
 	ready ring
 
 	loops sync.WaitGroup // drive loops started and not yet returned
+
+	launchers sync.Pool // of *launcher
+}
+
+// launcher starts a mailbox's drive loop on the pool, which runs a func():
+// its func is made once and the launcher reused, so that neither a
+// dispatch nor a mailbox pays for a closure (a mailbox would keep one for
+// as long as it lives).
+type launcher struct {
+	r  *Runner
+	m  *Mailbox
+	fn func() // l.run
+}
+
+func (l *launcher) run() {
+	r, m := l.r, l.m
+	l.m = nil
+	r.launchers.Put(l)
+	r.loop(item{m: m})
+}
+
+// launch starts a drive loop for m on a slot the caller acquired.
+func (r *Runner) launch(m *Mailbox) {
+	l, _ := r.launchers.Get().(*launcher)
+	if l == nil {
+		l = &launcher{r: r}
+		l.fn = l.run
+	}
+	l.m = m
+	r.spawn(l.fn)
 }
 
 // RunnerOptions are what a Runner's drive loops keep track of beyond
@@ -110,7 +140,7 @@ func (r *Runner) Wait() { r.loops.Wait() }
 // Dispatch schedules a drive loop for m, which its caller marked driven.
 func (r *Runner) Dispatch(m *Mailbox) {
 	if r.nready.Load() == 0 && r.TryAcquire() {
-		r.spawn(m.run)
+		r.launch(m)
 		return
 	}
 	r.push(item{m: m})
@@ -156,7 +186,7 @@ func (r *Runner) start(it item) {
 	case it.resume != nil:
 		close(it.resume) // the slot passes to the waiting goroutine
 	case it.m != nil:
-		r.spawn(it.m.run)
+		r.launch(it.m)
 	default:
 		r.spawn(func() { r.loop(it) })
 	}

@@ -41,12 +41,12 @@ type shard[K comparable] struct {
 // ones: the garbage of a retirement is what the shard cannot absorb.
 const maxSpares = 8
 
-// node is a dynamic mailbox with the key it is filed under.
+// node is a dynamic mailbox with the key it is filed under. Its mailbox's
+// Mark says whether it is filed: in s.m under key (guarded by s.mu).
 type node[K comparable] struct {
-	mb    mailbox.Mailbox
-	key   K
-	s     *shard[K]
-	filed bool // in s.m under key; guarded by s.mu
+	mb  mailbox.Mailbox
+	key K
+	s   *shard[K]
 }
 
 type stripe[K comparable] struct {
@@ -136,7 +136,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n = &node[K]{s: s}
 			n.mb.Init(&s.mu, rt.runner, n, rt.limit)
 		}
-		n.key, n.filed = key, true
+		n.key, n.mb.Mark = key, true
 		s.m[key] = n
 		s.peak = max(s.peak, len(s.m))
 		s.live++
@@ -169,7 +169,7 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 // while at most one idle entry per shard is ever kept.
 func (n *node[K]) Retire(*mailbox.Mailbox) {
 	s := n.s
-	if !n.filed || s.idle == n {
+	if !n.mb.Mark || s.idle == n {
 		return
 	}
 	s.live--
@@ -193,7 +193,7 @@ const (
 // the shard has room for one (locked).
 func (s *shard[K]) evict(n *node[K]) {
 	delete(s.m, n.key)
-	n.filed = false
+	n.mb.Mark = false
 	if s.peak > 256 && len(s.m) <= s.peak/8 {
 		s.shrink()
 	}
