@@ -265,6 +265,12 @@ func (m *Mailbox) Each(f func(t *Turn)) {
 // found none answers at once: the walk, under the shard's lock and as long
 // as the queue, is paid only where such a task may be.
 func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
+	m.eachManyAhead(func(o *Entry) bool { return o != e }, f)
+}
+
+// eachManyAhead is EachManyAhead for the queued entries for which ahead
+// holds, a run at the head of the queue (locked).
+func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
 	if !m.many {
 		return
 	}
@@ -273,13 +279,14 @@ func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
 		found = true
 		f(h)
 	}
-	for o := m.queue.head; o != nil && o != e; o = o.next {
+	o := m.queue.head
+	for ; o != nil && ahead(o); o = o.next {
 		if o.t.many != nil {
 			found = true
 			f(o.t)
 		}
 	}
-	if !found && e == nil {
+	if !found && o == nil {
 		m.many = false // the whole queue was seen
 	}
 }

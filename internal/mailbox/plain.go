@@ -148,19 +148,9 @@ func (m *Mailbox) PlainQueued(pos uint32) bool { return int32(pos-m.plain.takenC
 // which must still wait (PlainQueued): it calls f for each multi-key task
 // that holds m or is queued ahead of that task (locked).
 func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
-	if !m.many {
-		return
-	}
-	if h := m.Holder(); h != nil && h.many != nil {
-		f(h)
-	}
-	// Entries are in FIFO order, and one goes ahead of the slot at pos if
-	// at most pos slots were queued before it.
-	for o := m.queue.head; o != nil && int32(o.plainBefore-pos) <= 0; o = o.next {
-		if o.t.many != nil {
-			f(o.t)
-		}
-	}
+	// An entry goes ahead of the slot at pos if at most pos slots were
+	// queued before it; entries are in FIFO order.
+	m.eachManyAhead(func(o *Entry) bool { return int32(o.plainBefore-pos) <= 0 }, f)
 }
 
 // Aux returns what SetAux stored (locked); nil until then. It stays with
