@@ -57,12 +57,17 @@ func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) boo
 	return found
 }
 
-// queuedBehindCaller is waitsOnCaller for a Wait made with ctx on t, a
-// submission already queued: whether a multi-key task holding t's mailbox or
-// queued ahead of t needs a key the waiting task holds.
-func (e *Executor[K]) queuedBehindCaller(ctx context.Context, t *mailbox.Turn) bool {
+// queuedBehindCaller is waitsOnCaller for a Wait made with ctx on a queued
+// task: whether a multi-key task holding its mailbox or queued ahead of it
+// needs a key the waiting task holds.
+func (e *Executor[K]) queuedBehindCaller(ctx context.Context, on waitee[K]) bool {
 	found := false
-	t.EachManyAhead(func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) })
+	f := func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) }
+	if on.p != nil {
+		e.plainAhead(on.p, f)
+	} else {
+		on.t.EachManyAhead(f)
+	}
 	return found
 }
 

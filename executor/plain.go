@@ -111,45 +111,31 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	return c
 }
 
-// RunPlain runs a plain Go's fn with context c (mailbox.Plain), as
-// job.Run runs a job's; it then gives back the task's reservation, since
-// no Settle follows a plain task. Its ctx never ends: only a giving-up
-// Close keeps it from running.
+// RunPlain runs a plain Go's fn with context c (mailbox.Plain).
 func (c *taskCtx[K]) RunPlain(fn func(context.Context) error, stamp int64) {
-	e := c.j.e
-	if e.force.Err() != nil {
-		e.abandonedPlain(c, true, ErrClosed)
-		return
-	}
-	start := e.begin(stamp)
-	outcome, err := e.invoke(c, nil, fn, func() { e.plainEnded(c, true, ErrGoexit, Failed, start) })
-	e.plainEnded(c, true, err, outcome, start)
+	c.j.e.runPlain(c, nil, fn, stamp)
 }
 
-// RunPlain runs a plain Submit's fn (mailbox.Plain), as the Go's does, and
-// then ends its Task.
+// RunPlain runs a plain Submit's fn (mailbox.Plain); SettlePlain then ends
+// its Task.
 func (s *plainSub[K]) RunPlain(fn func(context.Context) error, stamp int64) {
-	c := &s.ctx
-	e := c.j.e
+	s.ctx.j.e.runPlain(&s.ctx, &s.err, fn, stamp)
+}
+
+// runPlain runs a plain task's fn with context c, as job.Run runs a job's,
+// then gives back the task's reservation, since no Settle follows a plain
+// task. result receives fn's error (a Submit's); if it is nil (a Go's), a
+// failure goes to the error handler. The task's ctx never ends: only a
+// giving-up Close keeps it from running.
+func (e *Executor[K]) runPlain(c *taskCtx[K], result *error, fn func(context.Context) error, stamp int64) {
 	if e.force.Err() != nil {
-		s.abandon(ErrClosed)
+		e.plainAbandoned(c, result, ErrClosed)
+		e.releasePlain()
 		return
 	}
 	start := e.begin(stamp)
-	outcome, err := e.invoke(c, nil, fn, func() { s.ended(ErrGoexit, Failed, start) })
-	s.ended(err, outcome, start)
-}
-
-// ended accounts for a plain Submit whose fn ended with err.
-func (s *plainSub[K]) ended(err error, outcome Outcome, start time.Time) {
-	s.err = err
-	s.ctx.j.e.plainEnded(&s.ctx, false, err, outcome, start)
-}
-
-// abandon accounts for a plain Submit that will never run, because of err.
-func (s *plainSub[K]) abandon(err error) {
-	s.err = err
-	s.ctx.j.e.abandonedPlain(&s.ctx, false, err)
+	outcome, err := e.invoke(c, nil, fn, func() { e.plainEnded(c, result, ErrGoexit, Failed, start) })
+	e.plainEnded(c, result, err, outcome, start)
 }
 
 // SettlePlain ends the Task once the task's place in its mailbox is free
@@ -162,19 +148,23 @@ func (c *taskCtx[K]) SettlePlain() {}
 
 func (s *plainSub[K]) result() error { return s.err }
 
-// plainEnded accounts for a plain task (with context c) whose fn ended
-// with err, and gives back its reservation; unread: a failure goes to the
-// error handler (Go).
-func (e *Executor[K]) plainEnded(c *taskCtx[K], unread bool, err error, outcome Outcome, start time.Time) {
-	e.finished(c, nil, unread, err, outcome, start)
+// plainEnded accounts for a plain task (with context c, and result as for
+// runPlain) whose fn ended with err, and gives back its reservation.
+func (e *Executor[K]) plainEnded(c *taskCtx[K], result *error, err error, outcome Outcome, start time.Time) {
+	if result != nil {
+		*result = err
+	}
+	e.finished(c, nil, result == nil, err, outcome, start)
 	e.releasePlain()
 }
 
-// abandonedPlain accounts for a plain task (with context c) that will
-// never run, because of err, and gives back its reservation.
-func (e *Executor[K]) abandonedPlain(c *taskCtx[K], unread bool, err error) {
-	e.abandoned(c, nil, unread, err)
-	e.releasePlain()
+// plainAbandoned accounts for a plain task (with context c, and result as
+// for runPlain) that will never run, because of err.
+func (e *Executor[K]) plainAbandoned(c *taskCtx[K], result *error, err error) {
+	if result != nil {
+		*result = err
+	}
+	e.abandoned(c, nil, result == nil, err)
 }
 
 // releasePlain gives back an ended plain task's reservation, unless the
@@ -191,44 +181,22 @@ func (e *Executor[K]) releasePlain() {
 func (e *Executor[K]) endTaken(m *mailbox.Mailbox, p mailbox.Plain) {
 	switch p := p.(type) {
 	case *taskCtx[K]:
-		e.abandoned(p, nil, true, ErrClosed)
+		e.plainAbandoned(p, nil, ErrClosed)
 	case *plainSub[K]:
-		p.err = ErrClosed
-		e.abandoned(&p.ctx, nil, false, ErrClosed)
+		e.plainAbandoned(&p.ctx, &p.err, ErrClosed)
 	}
 	m.DonePlain()
 	e.unreserve()
 	p.SettlePlain()
 }
 
-// beforeWait implements taskCall's, as a submission's does: a wait from
-// inside a task on a plain Submit that has not ended is refused on a key
-// the waiting task holds, behind a DoMany that waits for such a key, and
-// when it would close a cycle.
+// beforeWait implements taskCall's, as a submission's does (see
+// checkWait).
 func (s *plainSub[K]) beforeWait(ctx context.Context) (func(), error) {
-	c := &s.ctx
-	if c.ended() {
+	if s.ctx.ended() {
 		return noop, nil
 	}
-	e := c.j.e // a plain core: it names the executor for good
-	outer := e.innermost(ctx)
-	if outer == nil {
-		return noop, nil
-	}
-	if e.held(ctx, c.key) {
-		return nil, ErrReentrant
-	}
-	found := false
-	e.plainAhead(s, func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) })
-	if found {
-		return nil, errWaitsOnCaller
-	}
-	b, err := e.block(ctx, waitee[K]{p: s})
-	if err != nil {
-		return nil, err
-	}
-	lent := outer.lend(e.runner)
-	return func() { e.unblock(b); outer.unlend(e.runner, lent) }, nil
+	return s.ctx.j.e.checkWait(ctx, s.ctx.key, waitee[K]{p: s}) // a plain core names the executor for good
 }
 
 // plainAhead finds the plain Submit s in its mailbox: it reports whether s

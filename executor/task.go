@@ -106,26 +106,33 @@ func (s *submission[K]) Settle() {
 // noop is the after function of a Wait that has nothing to undo.
 func noop() {}
 
-// beforeWait implements taskCall's. Besides a wait on a key the waiting
-// task holds, it refuses one on a submission queued behind a DoMany that
-// waits for a key the waiting task holds: neither could ever go first (see
-// waitsOnCaller). A task that has run (or never will) needs no check.
+// beforeWait implements taskCall's (see checkWait). A task that has run
+// (or never will) needs no check.
 func (s *submission[K]) beforeWait(ctx context.Context) (func(), error) {
 	if s.ctx.ended() {
 		return noop, nil
 	}
-	e := s.e
+	return s.e.checkWait(ctx, s.ctx.key, waitee[K]{t: &s.turn})
+}
+
+// checkWait is a Task's beforeWait for a task of key that has not ended,
+// the wait being on on. From inside a task (ctx), it refuses a wait on a
+// key the waiting task holds, one on a task queued behind a DoMany that
+// waits for a key the waiting task holds (neither could ever go first: see
+// waitsOnCaller), and one that would close a cycle; it lends the waiting
+// task's slot for the wait, which after gives back.
+func (e *Executor[K]) checkWait(ctx context.Context, key K, on waitee[K]) (after func(), err error) {
 	outer := e.innermost(ctx)
 	if outer == nil {
 		return noop, nil
 	}
-	if e.held(ctx, s.ctx.key) {
+	if e.held(ctx, key) {
 		return nil, ErrReentrant
 	}
-	if e.queuedBehindCaller(ctx, &s.turn) {
+	if e.queuedBehindCaller(ctx, on) {
 		return nil, errWaitsOnCaller
 	}
-	b, err := e.block(ctx, waitee[K]{t: &s.turn})
+	b, err := e.block(ctx, on)
 	if err != nil {
 		return nil, err
 	}
