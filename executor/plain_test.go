@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -268,7 +269,7 @@ func TestPlainSubmitGiveUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	recv(t, "the stuck task to start", stuck)
-	var ran sync.WaitGroup
+	var ran atomic.Int32
 	tasks := make([]*executor.Task, 5)
 	for i := range tasks {
 		if tasks[i], err = e.Submit(bg, "k", func(context.Context) error { ran.Add(1); return nil }); err != nil {
@@ -291,6 +292,9 @@ func TestPlainSubmitGiveUp(t *testing.T) {
 		}
 	}
 	afterGiveUp(t, e, release)
+	if n := ran.Load(); n != 0 {
+		t.Errorf("%d tasks queued when Close gave up ran", n)
+	}
 }
 
 // TestPlainSubmitDeadlock: a wait on a plain Submit takes part in the

@@ -105,8 +105,13 @@ func (b *box) submit(w mailbox.Work) *mailbox.Turn {
 }
 
 func newRunner(t *testing.T, slots, throughput int) *mailbox.Runner {
+	return newRunnerWith(t, slots, throughput, mailbox.RunnerOptions{})
+}
+
+// newRunnerWith is newRunner with options.
+func newRunnerWith(t *testing.T, slots, throughput int, opt mailbox.RunnerOptions) *mailbox.Runner {
 	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, slots, throughput, mailbox.RunnerOptions{})
+	r := mailbox.NewRunner(pool, slots, throughput, opt)
 	t.Cleanup(func() {
 		r.Wait()
 		pool.StopAndWait()
@@ -310,7 +315,6 @@ func (w *batchWork) Settle() {
 // that ran in a batch reports Batched in Settle, and the canceled one does
 // not.
 func TestRunnerRan(t *testing.T) {
-	pool := pond.NewPool(0)
 	var (
 		mu      sync.Mutex
 		calls   []int
@@ -329,8 +333,7 @@ func TestRunnerRan(t *testing.T) {
 			early = append(early, "Ran before its batch settled")
 		}
 	}
-	r := mailbox.NewRunner(pool, 1, 8, mailbox.RunnerOptions{Ran: ran})
-	t.Cleanup(func() { r.Wait(); pool.StopAndWait() })
+	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Ran: ran})
 	b := newBox(r)
 	var log runLog
 	ws := make([]*batchWork, 4)

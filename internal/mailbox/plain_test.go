@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/alitto/pond/v2"
-
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
@@ -152,12 +150,7 @@ func TestPlainRingGrowsDuringBatch(t *testing.T) {
 // retires.
 func TestPlainGoexit(t *testing.T) {
 	var ran atomic.Int64
-	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }})
-	t.Cleanup(func() {
-		r.Wait()
-		pool.StopAndWait()
-	})
+	r := newRunnerWith(t, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }})
 	b := newBox(r)
 	var log runLog
 	head := newGatedWork(-1, &log)
