@@ -32,14 +32,10 @@ type Executor[K comparable] struct {
 	// batchRelease: with no global cap, a batch's reservations are given
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
-	// plain: a Go or Submit whose ctx never ends is queued as a plain
-	// slot (see plain.go); not in striped mode, where HotKeys names a
-	// stripe after a queued task's Turn (nameOf).
-	plain   bool
-	runner  *mailbox.Runner
-	router  *router.Router[K]
-	pool    pond.Pool
-	ownPool bool
+	runner       *mailbox.Runner
+	router       *router.Router[K]
+	pool         pond.Pool
+	ownPool      bool
 
 	jobs sync.Pool // of *job[K]; see job
 
@@ -193,7 +189,6 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
 	e.batchRelease = cfg.maxPending == 0
-	e.plain = cfg.stripes == 0
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey

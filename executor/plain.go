@@ -22,6 +22,13 @@ import (
 // task as a job of its own (waitPlain), like any other, since a parked task
 // needs a Turn.
 
+// plainLane reports whether a Go or Submit with ctx is a plain task: its
+// ctx never ends, and the executor has no stripes (in striped mode HotKeys
+// names a stripe after a queued task's Turn: see nameOf).
+func (e *Executor[K]) plainLane(ctx context.Context) bool {
+	return ctx.Done() == nil && !e.router.Striped()
+}
+
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
 	c := &taskCtx[K]{parent: ctx, key: key}
