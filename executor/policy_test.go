@@ -165,18 +165,25 @@ func TestMaxQueueDelay(t *testing.T) {
 
 // TestRetryAfter: a key at its cap suggests a retry delay near one task's
 // service time, measured while its queue stood, whether the queue holds
-// Submits or Gos (plain tasks, with a ctx that never ends).
+// jobs (a Submit whose ctx can end) or plain tasks (a Submit or Go whose
+// ctx never ends).
 func TestRetryAfter(t *testing.T) {
-	for _, kind := range []string{"Submit", "Go"} {
+	for _, kind := range []string{"Submit/job", "Submit", "Go"} {
 		synctest.Test(t, func(t *testing.T) {
 			e, _ := executor.New[string](executor.WithMaxQueuePerKey(4))
 			defer e.Close(context.Background())
 			bg := context.Background()
+			sctx := bg
+			if kind == "Submit/job" {
+				var cancel context.CancelFunc
+				sctx, cancel = context.WithCancel(bg)
+				defer cancel()
+			}
 			queue := func(fn func(context.Context) error) error {
 				if kind == "Go" {
 					return e.Go(bg, "k", fn)
 				}
-				_, err := e.Submit(bg, "k", fn)
+				_, err := e.Submit(sctx, "k", fn)
 				return err
 			}
 			for range 4 {
