@@ -18,8 +18,13 @@ func cpuWorkers() impl {
 
 // BenchmarkUncontendedDo is the fixed cost of one call: one goroutine, one
 // idle key, a trivial task. For the locks it is Lock, fn, Unlock.
+//
+// impl=floor is not an alternative but a measuring stick: the smallest Do
+// with the guarantees an uncontended perkey Do keeps (see floorExec), so
+// the gap between it and perkey is what everything else perkey does costs.
 func BenchmarkUncontendedDo(b *testing.B) {
-	for _, im := range withPeers(cpuWorkers()) {
+	floor := impl{"floor", func() keyed { return newFloor(runtime.GOMAXPROCS(0)) }}
+	for _, im := range append(withPeers(cpuWorkers()), floor) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			k := im.make()
 			defer k.Close()
