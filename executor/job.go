@@ -157,6 +157,7 @@ func (e *Executor[K]) begin(stamp int64) (start time.Time) {
 // that fn neither returned nor panicked, as singleflight's does) while the
 // goroutine unwinds, and never returns.
 func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context) error, exited func()) (outcome Outcome, err error) {
+	c.j.fresh()
 	returned := false
 	defer func() {
 		if returned {

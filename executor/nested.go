@@ -107,6 +107,18 @@ const (
 // lendSlot marks j's slot lent; false if a nested call has it already.
 func (j *core[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
 
+// fresh clears a lent mark that a task left on its core as it ended: a
+// nested call made from a goroutine the task started may still borrow the
+// slot then, and its unlent, finding the task ended, leaves the core alone.
+// The core's next task (a recycled job's, or the next plain task of the
+// mailbox) starts with its slot its own; without this its nested calls
+// could not lend it, and on a full pool would wait for a slot forever.
+func (j *core[K]) fresh() {
+	if j.bits.Load()&lentBit != 0 {
+		j.bits.And(^lentBit)
+	}
+}
+
 // takeSlot finds a slot for an inline run: the calling task's own (it is
 // blocked in this call), else a free one.
 func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {

@@ -284,3 +284,57 @@ func waitFromTask(t *testing.T, sctx context.Context) {
 	}
 	waitIdle(t, e)
 }
+
+// TestLentSlotAfterTaskEnds: a nested call made from a goroutine that a task
+// started borrows the task's slot, and may still run when the task has
+// ended; the next task of the key (which may share the ended one's
+// bookkeeping: a plain task, a Do run inline, a recycled job) still lends
+// its own slot to its nested calls, so a single-worker executor does not
+// deadlock. Both kinds of task are tried as the first and as the second.
+func TestLentSlotAfterTaskEnds(t *testing.T) {
+	bg := context.Background()
+	for _, first := range []string{"Do", "Go"} {
+		for _, second := range []string{"Do", "Go"} {
+			t.Run(first+" then "+second, func(t *testing.T) {
+				e := newExec[string](t, executor.WithWorkers(1))
+				run := func(how string, fn func(context.Context) error) <-chan error {
+					done := make(chan error, 1)
+					switch how {
+					case "Do":
+						go func() { done <- e.Do(bg, "a", fn) }()
+					default:
+						if err := e.Go(bg, "a", func(ctx context.Context) error { err := fn(ctx); done <- err; return err }); err != nil {
+							t.Fatal(err)
+						}
+					}
+					return done
+				}
+				hold, leaked, leakDone := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+				// The first task's helper goroutine calls into key b with
+				// the task's ctx and stays there after the task returns.
+				err := recv(t, "the first task", run(first, func(ctx context.Context) error {
+					go func() {
+						leakDone <- e.Do(ctx, "b", func(context.Context) error { close(leaked); <-hold; return nil })
+					}()
+					<-leaked
+					return nil
+				}))
+				if err != nil {
+					t.Fatalf("first task: %v", err)
+				}
+				// The second task's own nested call needs a slot: only its
+				// task's can serve (the one worker is taken).
+				err = recv(t, "the second task's nested call", run(second, func(ctx context.Context) error {
+					return e.Do(ctx, "c", func(context.Context) error { return nil })
+				}))
+				if err != nil {
+					t.Errorf("second task: %v", err)
+				}
+				close(hold)
+				if err := recv(t, "the leaked nested call", leakDone); err != nil {
+					t.Errorf("leaked nested call: %v", err)
+				}
+			})
+		}
+	}
+}
