@@ -26,6 +26,13 @@
 //   - impl=perkey-go: perkey fed by Go (fire and forget, no Task) where the
 //     others are fed by Submit. Both pass context.Background(), so every
 //     perkey task is a plain task (see the executor's Costs).
+//   - impl=floor, in UncontendedDo only: not an alternative but a measuring
+//     stick, the smallest Do that keeps what an uncontended perkey Do pays
+//     for (a sharded table whose entries retire when their key drains, a
+//     FIFO hold per key, a bound on running tasks, a fresh ctx per task
+//     naming its key, recovered panics, exact counters) and nothing else
+//     (floor_test.go lists what it leaves out). The gap between it and
+//     perkey is what the rest of perkey costs on that path.
 //
 // Lock-based peers run the task inline on the calling goroutine, so for them
 // Submit is the same as Do. Every task is trivial (it bumps a per-key counter,

@@ -126,6 +126,47 @@ func TestSlowTaskWarning(t *testing.T) {
 	})
 }
 
+// TestSlowInlineDo: a Do that runs on its caller's goroutine (its key was
+// idle and a slot free) is timed like a task on a worker: a hold longer than
+// d is reported once, under its key, and the next task on the key is timed
+// afresh.
+func TestSlowInlineDo(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		core, logs := observer.New(zapcore.WarnLevel)
+		e, err := executor.New[string](executor.WithSlowTaskWarning(time.Second), executor.WithLogger(zap.New(core)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bg := context.Background()
+		release := make(chan struct{})
+		done := make(chan error, 1)
+		go func() { done <- e.Do(bg, "k", func(context.Context) error { <-release; return nil }) }()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		if n := logs.FilterMessage("task running long").Len(); n != 1 {
+			t.Fatalf("reports after 10s of one stuck inline Do: got %d; want 1", n)
+		}
+		if f := logs.FilterMessage("task running long").All()[0].ContextMap(); f["key"] != "k" {
+			t.Errorf("report fields: got %v; want key k", f)
+		}
+		close(release)
+		if err := <-done; err != nil {
+			t.Fatalf("Do: %v", err)
+		}
+		if err := e.Do(bg, "k", func(context.Context) error { time.Sleep(500 * time.Millisecond); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		if s := e.Stats(); s.Slow != 1 {
+			t.Errorf("Stats.Slow: got %d; want 1 (a fast Do after the slow one is not reported)", s.Slow)
+		}
+		if err := e.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // TestRetryAfterLowerBound: while a key's only task runs and none has
 // finished, a rejection's RetryAfter is that task's age so far (a lower
 // bound), not the microseconds since the queue formed; without ages there

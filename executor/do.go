@@ -63,6 +63,9 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 		}
 		return ErrReentrant
 	}
+	if outer == nil && !shared && !e.router.Striped() {
+		return e.doPlain(ctx, key, fn)
+	}
 	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, shared)
 	p, err := e.enter(ctx, j, outer, true)

@@ -92,7 +92,9 @@
 // An uncontended Do runs fn on the caller's goroutine: no hand-off. A Do or
 // DoShared allocates one object, the ctx fn receives (48 bytes with a string
 // key: the caller's ctx, the key, and a link to the task while it lives);
-// the rest of the task is recycled once the call has returned. That ctx
+// the rest of the task is recycled once the call has returned, and a Do
+// made outside any task that runs at once (on an executor without stripes)
+// has nothing else: its hold is a mark in the key's mailbox. That ctx
 // cannot be recycled: fn may keep it or hand it to a goroutine, and a
 // recycled ctx would then carry another call's values and marks.
 //

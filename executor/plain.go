@@ -44,6 +44,70 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	return nil
 }
 
+// doPlain is an exclusive Do made from outside any task on an executor
+// without stripes. If the key is idle and a slot is free, fn runs on the
+// caller's goroutine as a plain task: its hold has no Turn (HoldPlain), and
+// fn's ctx reads the mailbox's plain core, which the key's exclusive tasks
+// use one after another, so the call takes no job and allocates only that
+// ctx. Otherwise the call waits as a job, as any Do does.
+func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error) error {
+	m, wait, err := e.admit(ctx, key, nil)
+	if err != nil {
+		return err
+	}
+	if !wait && m.CanHold(false) && e.runner.TryAcquire() {
+		core := e.plainCore(m)
+		m.HoldPlain()
+		e.submitted.Add(1)
+		var at int64
+		if e.ages {
+			at = monotime() // under m's lock, as stamp does for a job
+		}
+		m.Release()
+		e.observeAccepted()
+		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at)
+	}
+	j := e.bind(e.jobs.Get().(*job[K]), ctx, fn, &taskCtx[K]{key: key})
+	j.turn.Init(j, false)
+	p := queued
+	if wait {
+		if p, err = e.waitRoom(ctx, j, m, nil); err != nil {
+			e.reuse(j) // never accepted: nothing refers to it
+			return err
+		}
+	} else {
+		e.countAccepted(j)
+		e.launch(m, m.Enqueue(j.turn.Entry()))
+	}
+	return e.wait(ctx, j, nil, p == queuedLent)
+}
+
+// runHeld runs fn with context c on the caller's goroutine, which holds m
+// (HoldPlain) and an execution slot, as job.Run runs an inline job: a task
+// whose ctx ended, or that a giving-up Close abandoned, is not run and is
+// accounted as canceled. The hold, the slot and the reservation are given
+// back in a deferred call, so that a fn that calls runtime.Goexit leaves
+// nothing behind either (invoke has accounted for the task; the caller's
+// goroutine then exits, as Goexit requires).
+func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64) (err error) {
+	defer func() {
+		m.UnholdPlain()
+		e.runner.Release()
+		e.unreserve()
+	}()
+	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
+		err = ErrClosed
+	}
+	if err != nil {
+		e.abandoned(c, nil, false, err)
+		return err
+	}
+	start := e.begin(stamp)
+	outcome, err := e.invoke(c, nil, fn, func() { e.finished(c, nil, false, ErrGoexit, Failed, start) })
+	e.finished(c, nil, false, err, outcome, start)
+	return err
+}
+
 // plainSub is what a plain Submit allocates, in one object: fn's ctx and
 // the caller's Task (96 bytes with a string key).
 type plainSub[K comparable] struct {
@@ -107,8 +171,11 @@ func (e *Executor[K]) waitPlain(ctx context.Context, m *mailbox.Mailbox, fn func
 }
 
 // plainCore returns the core that the plain tasks of m share, made on the
-// first (locked). It stays with the mailbox when it is reused for another
-// key: the core names only the executor.
+// first (locked): the queued ones, and a Do run on its caller's goroutine
+// (doPlain). They hold m exclusively, so they run one at a time, and each
+// task's ctx stops reading the core once the task ends. The core stays with
+// the mailbox when it is reused for another key: it names only the
+// executor.
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	if c, ok := m.Aux().(*core[K]); ok {
 		return c

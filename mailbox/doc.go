@@ -21,10 +21,14 @@
 // slot, fn and what runs it, in a ring the mailbox keeps and reuses (on an
 // executor without stripes, where nothing reads a queued task through its
 // turn); a wait on such a Submit from inside a task finds it by its
-// position in the ring, to check the wait for a cycle. Slots and turns share one FIFO order: each turn
-// records how many slots were queued before it. A plain task costs no
-// per-task node, and a drive loop reads a batch's slots one after another
-// instead of chasing a pointer per task to memory the submitting core wrote.
+// position in the ring, to check the wait for a cycle. Slots and turns
+// share one FIFO order: each turn records how many slots were queued before
+// it. A plain task costs no per-task node, and a drive loop reads a batch's
+// slots one after another instead of chasing a pointer per task to memory
+// the submitting core wrote. A Do made outside any task, on an idle key
+// with a slot free, is a plain task too: the caller holds the mailbox with
+// a mark that names no turn and runs fn itself, then gives the hold back,
+// handing the key to whatever queued meanwhile.
 //
 // A runner owns the execution slots (the WithWorkers bound) and a FIFO
 // ready queue of work waiting for a slot, and starts drive loops on a pond

@@ -6,8 +6,10 @@ import (
 	"time"
 )
 
-// batchHold stands in m.holder while a drive loop runs a batch.
-var batchHold Turn
+// plainHold stands in m.holder for an exclusive hold that has no Turn: a
+// drive loop's batch, or a plain task run on its caller's goroutine (see
+// HoldPlain).
+var plainHold Turn
 
 // Owner is told, with the mailbox's lock held, when a mailbox is idle
 // (nothing queued, held, parked or driven) as its lock is released. It may
@@ -29,6 +31,7 @@ type Mailbox struct {
 	plain  *plainRing            // plain tasks, in one FIFO with queue (see Plain); made on the first
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
 	holder *Turn                 // the exclusive holder, if any
+	aux    any                   // the owner's (SetAux)
 
 	// The waiting room: submissions parked until the queue has room
 	// (backpressure.Block). They are not pending; FIFO among themselves.
@@ -242,9 +245,9 @@ func (m *Mailbox) Head() *Turn {
 }
 
 // Holder returns the task holding m exclusively, or nil (locked); nil too
-// while a drive loop runs a batch.
+// while a drive loop runs a batch or a plain task holds m (HoldPlain).
 func (m *Mailbox) Holder() *Turn {
-	if m.holder == &batchHold {
+	if m.holder == &plainHold {
 		return nil
 	}
 	return m.holder
@@ -299,9 +302,9 @@ func (m *Mailbox) CanHold(shared bool) bool {
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
 // goroutine (which must own an execution slot). The caller must have checked
-// CanHold under the same lock; after running it calls t.Release (locked).
+// CanHold under the same lock; after running it calls t.Vacate (unlocked).
 // The task stays in state Queued: it is in no queue, so nothing else can
-// start or cancel it, and it can be reused as soon as Release returns.
+// start or cancel it, and it can be reused as soon as Vacate returns.
 func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
@@ -494,7 +497,7 @@ func (m *Mailbox) drive(budget int) *Turn {
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
-// instead of two per task. While it runs, m.holder is batchHold: nothing else
+// instead of two per task. While it runs, m.holder is plainHold: nothing else
 // can hold m and new submissions queue behind the batch. A batched task
 // canceled before it starts loses the start CAS; its canceler gives its
 // place back at once (Entry.release), and the loop skips it.
@@ -516,7 +519,7 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 		last = e
 	}
 	m.queue.cut(last)
-	m.holder = &batchHold
+	m.holder = &plainHold
 	m.mu.Unlock()
 	settle(done)
 	m.runFrom(first, 0)

@@ -48,7 +48,7 @@ type plainSlot struct {
 // out by TakePlain; tail-taken are queued.
 //
 // A mailbox makes its ring on the first plain task and keeps it (a mailbox
-// that never sees one pays a pointer); the ring also keeps the owner's aux.
+// that never sees one pays a pointer).
 // Its buffer starts at one slot, since most keys have one task waiting, and
 // doubles when full.
 // The methods that read counts take a nil ring as an empty one.
@@ -57,7 +57,6 @@ type plainRing struct {
 	head        uint32      // buf index of the first slot (of the batch, if one runs)
 	cut         uint32      // slots at head in the running batch
 	tail, taken uint32
-	aux         any // the owner's (SetAux)
 }
 
 // queued is the number of plain slots waiting.
@@ -133,6 +132,30 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain, stamp in
 	return m.wake()
 }
 
+// HoldPlain grants the caller an exclusive hold of m at once, for a plain
+// task it runs on its own goroutine, which must own an execution slot: a
+// Do that found its key idle (locked). The caller must have checked
+// CanHold(false) under the same lock. The hold has no Turn: like a drive
+// loop's batch it shows as exclusive with no holder (Holder). After the run
+// the caller calls UnholdPlain, unlocked, even if fn called
+// runtime.Goexit.
+func (m *Mailbox) HoldPlain() {
+	if m.r.opt.Clock != nil {
+		m.heldSince.Store(m.r.opt.Clock())
+	}
+	m.holder = &plainHold
+	m.pending.Add(1)
+}
+
+// UnholdPlain gives back a hold taken by HoldPlain, and hands the key to
+// what queued behind it.
+func (m *Mailbox) UnholdPlain() {
+	m.mu.Lock()
+	m.holder = nil
+	m.heldSince.Store(0)
+	m.giveBack()
+}
+
 // PlainTail is the position the next plain task queued on m takes
 // (locked): EnqueuePlain queues it there. An owner that must find a plain
 // task again while it waits (see PlainQueued) records it.
@@ -155,16 +178,11 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 
 // Aux returns what SetAux stored (locked); nil until then. It stays with
 // the mailbox when the mailbox is reused for another key.
-func (m *Mailbox) Aux() any {
-	if m.plain == nil {
-		return nil
-	}
-	return m.plain.aux
-}
+func (m *Mailbox) Aux() any { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
 // (locked).
-func (m *Mailbox) SetAux(v any) { m.ring().aux = v }
+func (m *Mailbox) SetAux(v any) { m.aux = v }
 
 // ring returns m's plain ring, made on first use (locked).
 func (m *Mailbox) ring() *plainRing {
@@ -243,7 +261,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	}
 	buf, first := q.buf, int(q.head)
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
-	m.holder = &batchHold
+	m.holder = &plainHold
 	m.mu.Unlock()
 	settle(done)
 	m.runPlainFrom(buf, first, n, 0)

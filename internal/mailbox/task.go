@@ -242,7 +242,7 @@ func (t *Turn) Cancel() bool {
 	return true
 }
 
-// Release takes t out of every mailbox it is queued in or holds: it gives
+// Vacate takes t out of every mailbox it is queued in or holds: it gives
 // back the holds of a task that ran inline (see Mailbox.Hold) or withdraws
 // one that never ran. Call it before Settle.
 func (t *Turn) Vacate() {
