@@ -63,8 +63,8 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 		}
 		return ErrReentrant
 	}
-	if outer == nil && !shared && !e.router.Striped() {
-		return e.doPlain(ctx, key, fn)
+	if !shared && !e.router.Striped() {
+		return e.doPlain(ctx, key, fn, outer)
 	}
 	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, shared)

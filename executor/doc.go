@@ -93,8 +93,8 @@
 // DoShared allocates one object, the ctx fn receives (48 bytes with a string
 // key: the caller's ctx, the key, and a link to the task while it lives);
 // the rest of the task is recycled once the call has returned, and a Do
-// made outside any task that runs at once (on an executor without stripes)
-// has nothing else: its hold is a mark in the key's mailbox. That ctx
+// that runs at once (on an executor without stripes) has nothing else: its
+// hold is a mark in the key's mailbox. That ctx
 // cannot be recycled: fn may keep it or hand it to a goroutine, and a
 // recycled ctx would then carry another call's values and marks.
 //

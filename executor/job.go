@@ -17,8 +17,8 @@ import (
 //
 // The jobs of synchronous calls (Do, DoShared) are recycled (see
 // Executor.recycle), so such a call allocates only the taskCtx fn
-// receives, which fn may keep. A Do from outside any task that runs at once
-// takes no job at all (see doPlain). A job goes back to the pool only once
+// receives, which fn may keep. A Do that runs at once takes no job at all
+// (see doPlain). A job goes back to the pool only once
 // nothing can refer to it any more: it was never accepted, or it ran
 // inline, or it ran from a queue and its caller has seen it end, the
 // executor is not closing (a giving-up Close cancels jobs it listed

@@ -44,18 +44,24 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	return nil
 }
 
-// doPlain is an exclusive Do made from outside any task on an executor
-// without stripes. If the key is idle and a slot is free, fn runs on the
-// caller's goroutine as a plain task: its hold has no Turn (HoldPlain), and
-// fn's ctx reads the mailbox's plain core, which the key's exclusive tasks
-// use one after another, so the call takes no job and allocates only that
-// ctx. Otherwise the call waits as a job, as any Do does.
-func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error) error {
-	m, wait, err := e.admit(ctx, key, nil)
+// doPlain is an exclusive Do on an executor without stripes, made from
+// inside the task outer (nil: from outside any task) on a key it does not
+// hold. If the key is idle and a slot is free (for a nested call, its
+// task's own, lent: see enter), fn runs on the caller's goroutine as a
+// plain task: its hold has no Turn (HoldPlain), and fn's ctx reads the
+// mailbox's plain core, which the key's exclusive tasks use one after
+// another, so the call takes no job and allocates only that ctx. Otherwise
+// the call waits as a job, as any Do does.
+func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error, outer *taskCtx[K]) error {
+	m, wait, err := e.admit(ctx, key, outer)
 	if err != nil {
 		return err
 	}
-	if !wait && m.CanHold(false) && e.runner.TryAcquire() {
+	slot := noSlot
+	if !wait && m.CanHold(false) {
+		slot = outer.takeSlot(e.runner)
+	}
+	if slot != noSlot {
 		core := e.plainCore(m)
 		m.HoldPlain()
 		e.submitted.Add(1)
@@ -65,13 +71,13 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		}
 		m.Release()
 		e.observeAccepted()
-		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at)
+		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at, outer, slot)
 	}
 	j := e.bind(e.jobs.Get().(*job[K]), ctx, fn, &taskCtx[K]{key: key})
 	j.turn.Init(j, false)
 	p := queued
 	if wait {
-		if p, err = e.waitRoom(ctx, j, m, nil); err != nil {
+		if p, err = e.waitRoom(ctx, j, m, outer); err != nil {
 			e.reuse(j) // never accepted: nothing refers to it
 			return err
 		}
@@ -79,20 +85,22 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		e.countAccepted(j)
 		e.launch(m, m.Enqueue(j.turn.Entry()))
 	}
-	return e.wait(ctx, j, nil, p == queuedLent)
+	return e.wait(ctx, j, outer, p == queuedLent)
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
-// (HoldPlain) and an execution slot, as job.Run runs an inline job: a task
+// (HoldPlain) and the execution slot s that outer.takeSlot gave it, as
+// job.Run runs an inline job: a task
 // whose ctx ended, or that a giving-up Close abandoned, is not run and is
 // accounted as canceled. The hold, the slot and the reservation are given
 // back in a deferred call, so that a fn that calls runtime.Goexit leaves
 // nothing behind either (invoke has accounted for the task; the caller's
 // goroutine then exits, as Goexit requires).
-func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64) (err error) {
+func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
+	outer *taskCtx[K], s slot) (err error) {
 	defer func() {
 		m.UnholdPlain()
-		e.runner.Release()
+		outer.giveSlot(e.runner, s)
 		e.unreserve()
 	}()
 	if err = c.parent.Err(); err == nil && e.force.Err() != nil {

@@ -25,10 +25,10 @@
 // share one FIFO order: each turn records how many slots were queued before
 // it. A plain task costs no per-task node, and a drive loop reads a batch's
 // slots one after another instead of chasing a pointer per task to memory
-// the submitting core wrote. A Do made outside any task, on an idle key
-// with a slot free, is a plain task too: the caller holds the mailbox with
-// a mark that names no turn and runs fn itself, then gives the hold back,
-// handing the key to whatever queued meanwhile.
+// the submitting core wrote. A Do on an idle key with a slot free (its own,
+// or for a nested call its task's) is a plain task too: the caller holds
+// the mailbox with a mark that names no turn and runs fn itself, then gives
+// the hold back, handing the key to whatever queued meanwhile.
 //
 // A runner owns the execution slots (the WithWorkers bound) and a FIFO
 // ready queue of work waiting for a slot, and starts drive loops on a pond
