@@ -90,12 +90,12 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
 // (HoldPlain) and the execution slot s that outer.takeSlot gave it, as
-// job.Run runs an inline job: a task
-// whose ctx ended, or that a giving-up Close abandoned, is not run and is
-// accounted as canceled. The hold, the slot and the reservation are given
-// back in a deferred call, so that a fn that calls runtime.Goexit leaves
-// nothing behind either (invoke has accounted for the task; the caller's
-// goroutine then exits, as Goexit requires).
+// job.Run runs an inline job: a task whose ctx ended, or that a giving-up
+// Close abandoned, is not run and is accounted as canceled. The hold, the
+// slot and the reservation are given back in a deferred call, so that a fn
+// that calls runtime.Goexit leaves nothing behind either (invoke has
+// accounted for the task; the caller's goroutine then exits, as Goexit
+// requires).
 func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
 	outer *taskCtx[K], s slot) (err error) {
 	defer func() {

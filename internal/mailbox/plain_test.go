@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -300,5 +301,76 @@ func TestPlainAheadOfShared(t *testing.T) {
 	r.Wait()
 	if got := log.get(); !slices.Equal(got, []int{-1, 1, 2}) {
 		t.Errorf("run order %v; want [-1 1 2]", got)
+	}
+}
+
+// TestHoldPlain: a plain hold (a Do run on its caller's goroutine) is
+// exclusive with no holder to show; what is queued meanwhile, a Turn and a
+// plain task, waits behind it without a drive loop and runs in order once
+// the hold is given back; a mailbox held and given back with nothing
+// queued retires at once.
+func TestHoldPlain(t *testing.T) {
+	r := newRunner(t, 2, 8)
+	b := newBox(r)
+	var log runLog
+
+	b.m.Lock()
+	if !b.m.CanHold(false) {
+		t.Fatal("an idle mailbox cannot be held")
+	}
+	b.m.HoldPlain()
+	if b.m.CanHold(false) || b.m.CanHold(true) {
+		t.Error("a held mailbox can be held again")
+	}
+	if h := b.m.Holder(); h != nil {
+		t.Errorf("Holder under a plain hold: %v; want nil (no Turn)", h)
+	}
+	b.m.Release()
+	if got := b.o.retired.Load(); got != 0 {
+		t.Fatalf("retired %d times while held; want 0", got)
+	}
+
+	w := newWork(1, &log)
+	b.submit(w)
+	p := b.plain(2, &log, nil)
+	if n := b.pending(); n != 3 {
+		t.Errorf("pending with the hold and two queued: %d; want 3", n)
+	}
+	if w.ran.Load() != 0 || p.ran.Load() != 0 {
+		t.Fatal("a task queued behind a plain hold ran before the hold was given back")
+	}
+
+	b.m.UnholdPlain()
+	wait(t, "the queued Turn", w.done)
+	wait(t, "the queued plain task", p.done)
+	if got := log.get(); !slices.Equal(got, []int{1, 2}) {
+		t.Errorf("run order after the hold: %v; want [1 2]", got)
+	}
+
+	// Once the drive loop has let go, a hold with nothing queued.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b.m.Lock()
+		if b.m.Idle() {
+			break
+		}
+		b.m.Release()
+		if time.Now().After(deadline) {
+			t.Fatal("gave up waiting for the mailbox to go idle")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := b.o.retired.Load()
+	if !b.m.CanHold(false) {
+		t.Fatal("an idle mailbox cannot be held")
+	}
+	b.m.HoldPlain()
+	b.m.Release()
+	b.m.UnholdPlain()
+	if b.o.retired.Load() == before {
+		t.Error("a mailbox held and given back with nothing queued did not retire")
+	}
+	if n := b.pending(); n != 0 {
+		t.Errorf("pending after everything: %d; want 0", n)
 	}
 }
