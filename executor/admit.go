@@ -146,6 +146,26 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 // admit asks the policy about one key, with m locked. A Wait verdict is
 // honoured only at the key's cap (there is nothing else to wait for), and
 // Admit only below it.
+// askKeyHeld is askKey for a submission that holds m's lock and a
+// reservation (admit). If the Policy calls runtime.Goexit, which neither
+// returns nor panics, it gives both back as the goroutine exits: the
+// submission was never accepted, and nothing is left held.
+func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
+	if e.cfg.maxPerKey == 0 && !e.needsAge {
+		return backpressure.Admit, nil // no policy to ask (as askKey)
+	}
+	asking := true
+	defer func() {
+		if asking {
+			m.Release()
+			e.unreserve()
+		}
+	}()
+	v, err := e.askKey(m, key)
+	asking = false
+	return v, err
+}
+
 func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
 	limit := e.cfg.maxPerKey
 	if limit == 0 && !e.needsAge {

@@ -153,7 +153,7 @@ func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *m
 		e.unreserve()
 		return nil, false, errWaitsOnCaller
 	}
-	v, err := e.askKey(m, key)
+	v, err := e.askKeyHeld(m, key)
 	if v == backpressure.Reject {
 		m.Release()
 		e.unreserve()

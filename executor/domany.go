@@ -102,6 +102,24 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K]) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
+	// asking is the mailbox whose Policy is being asked, locked. If the
+	// Policy calls runtime.Goexit (neither a return nor a panic), what this
+	// call holds is given back as the goroutine exits, as after a refusal,
+	// and so is the job's reservation: nothing is left held or queued.
+	var asking *mailbox.Mailbox
+	defer func() {
+		if asking == nil {
+			return
+		}
+		asking.Release()
+		e.multiMu.Unlock()
+		j.turn.Withdraw()
+		for _, m := range dispatch {
+			m.Dispatch()
+			e.dispatching.Done()
+		}
+		e.unreserve()
+	}()
 	e.stamp(j) // before the first enqueue: queue age reads it under any of j's mailboxes
 	e.multiMu.Lock()
 	var err error
@@ -113,7 +131,10 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			v, err = backpressure.Reject, errWaitsOnCaller
 			break
 		}
-		if v, err = e.askKey(m, k); v != backpressure.Admit {
+		asking = m
+		v, err = e.askKey(m, k)
+		asking = nil
+		if v != backpressure.Admit {
 			m.Release()
 			break
 		}

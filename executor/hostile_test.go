@@ -268,23 +268,11 @@ func TestGoexit(t *testing.T) {
 	})
 	t.Run("inline Do", func(t *testing.T) {
 		e, _ := executor.New[string](executor.WithWorkers(1))
-		after := make(chan bool, 1)
-		exited := make(chan struct{})
-		go func() {
-			defer close(exited)
-			defer func() { after <- false }()
-			e.Do(bg, "a", exit) // the key is idle: fn runs on this goroutine
-			after <- true
-		}()
-		recv(t, "the Goexit caller's goroutine to exit", exited)
-		if <-after {
+		// The key is idle: fn runs on the calling goroutine.
+		if !exits(t, "the Goexit caller's goroutine", func() { e.Do(bg, "a", exit) }) {
 			t.Errorf("Do returned to a caller whose fn called Goexit; want its goroutine to exit")
 		}
-		for _, k := range []string{"a", "b"} {
-			if _, err := attempt(t, "Do "+k, func() error { return e.Do(bg, k, nop) }); err != nil {
-				t.Errorf("Do(%s) after the Goexit: got %v; want nil", k, err)
-			}
-		}
+		doEach(t, e, "a", "b")
 		if s := waitIdle(t, e); s.Completed != 3 {
 			t.Errorf("Stats.Completed: got %d; want 3 (the Goexit task counts as completed)", s.Completed)
 		}
@@ -722,4 +710,124 @@ func TestDefaultLoggerSlowWarnings(t *testing.T) {
 	if !strings.Contains(string(out), "task running long") || !strings.Contains(string(out), "slow") {
 		t.Errorf("stderr: got %q; want the slow-task warning with its key", out)
 	}
+}
+
+// exits runs f on a goroutine of its own and reports whether that goroutine
+// exited without f returning (runtime.Goexit); it fails the test if f does
+// neither within patience.
+func exits(t *testing.T, what string, f func()) bool {
+	t.Helper()
+	returned := make(chan bool, 2) // true, then false, if f returns
+	go func() {
+		defer func() { returned <- false }()
+		f()
+		returned <- true
+	}()
+	return !recv(t, what, returned)
+}
+
+// doEach checks that a Do on each key runs, within patience.
+func doEach(t *testing.T, e *executor.Executor[string], keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, err := attempt(t, "Do "+k, func() error { return e.Do(context.Background(), k, nop) }); err != nil {
+			t.Errorf("Do(%s) after the Goexit: got %v; want nil", k, err)
+		}
+	}
+}
+
+// exitingPolicy admits everything, or, while exit is set, calls
+// runtime.Goexit in Decide (as a t.FailNow in a test's policy would).
+type exitingPolicy struct{ exit *atomic.Bool }
+
+func (p exitingPolicy) Decide(backpressure.Load) backpressure.Verdict {
+	if p.exit.Load() {
+		runtime.Goexit()
+	}
+	return backpressure.Admit
+}
+
+// TestPolicyGoexit: a Policy that calls runtime.Goexit ends the calling
+// goroutine, as Goexit requires, and leaves nothing behind: the submission
+// is not accepted, no lock or reservation stays taken (the key's shard and
+// every other key go on), no DoMany entry stays queued, and Close returns.
+func TestPolicyGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []executor.Option
+	}{
+		{"per-key cap", []executor.Option{executor.WithMaxQueuePerKey(1)}},
+		{"global cap", []executor.Option{executor.WithMaxPending(1)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exit := new(atomic.Bool)
+			opts := append([]executor.Option{executor.WithPolicy(exitingPolicy{exit}), executor.WithLogger(zap.NewNop())}, tc.opts...)
+			e, err := executor.New[string](opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g *gate
+			if tc.name == "global cap" {
+				g, _ = block(t, e, "x") // the cap is reached: the policy is asked
+			}
+			before := e.Stats()
+			exit.Store(true)
+			for name, f := range keyMethods(e, "b", "a") {
+				if !exits(t, name+" with an exiting Policy", func() { f() }) {
+					t.Errorf("%s returned to a caller whose Policy called Goexit; want its goroutine to exit", name)
+				}
+			}
+			exit.Store(false)
+			if s := e.Stats(); s.Submitted != before.Submitted {
+				t.Errorf("Stats.Submitted after the Goexits: %d; want %d (none accepted)", s.Submitted, before.Submitted)
+			}
+			if g != nil {
+				g.open()
+				waitIdle(t, e) // under the global cap again
+			}
+			for name, f := range keyMethods(e, "b", "a") {
+				if _, err := attempt(t, name+" after the Goexits", f); err != nil {
+					t.Errorf("%s after the Goexits: got %v; want nil", name, err)
+				}
+				waitIdle(t, e) // a Go or Submit still running would fill the cap
+			}
+			waitIdle(t, e)
+			closeWithin(t, e)
+		})
+	}
+}
+
+// countingExitPolicy admits until its nth question, where it calls
+// runtime.Goexit.
+type countingExitPolicy struct {
+	asked *atomic.Int32
+	n     int32
+}
+
+func (p countingExitPolicy) Decide(backpressure.Load) backpressure.Verdict {
+	if p.asked.Add(1) == p.n {
+		runtime.Goexit()
+	}
+	return backpressure.Admit
+}
+
+// TestPolicyGoexitDoMany: a Policy that calls runtime.Goexit about a
+// DoMany's second key, once the first key's entry is queued, leaves that
+// entry behind in no queue: both keys take new work, and Close returns.
+func TestPolicyGoexitDoMany(t *testing.T) {
+	bg := context.Background()
+	asked := new(atomic.Int32)
+	e, err := executor.New[string](executor.WithPolicy(countingExitPolicy{asked, 2}),
+		executor.WithMaxQueuePerKey(4), executor.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exits(t, "DoMany with a Policy that exits on its second key", func() { e.DoMany(bg, []string{"b", "a"}, nop) }) {
+		t.Fatal("DoMany returned to a caller whose Policy called Goexit; want its goroutine to exit")
+	}
+	doEach(t, e, "b", "a")
+	if s := waitIdle(t, e); s.Submitted != 2 {
+		t.Errorf("Stats.Submitted: got %d; want 2 (the DoMany was never accepted)", s.Submitted)
+	}
+	closeWithin(t, e)
 }
