@@ -117,13 +117,10 @@ const (
 // deaf to ctx for as long as every slot is busy.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
 	m, wait, err := e.admit(ctx, j.ctx.key, outer)
-	switch {
-	case err != nil:
+	if err != nil {
 		return queued, err
-	case wait:
-		return e.waitRoom(ctx, j, m, outer)
 	}
-	if inline && m.CanHold(j.turn.Shared()) {
+	if inline && !wait && m.CanHold(j.turn.Shared()) {
 		if slot := outer.takeSlot(e.runner); slot != noSlot {
 			m.Hold(&j.turn)
 			e.countAccepted(j)
@@ -132,6 +129,16 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			e.runInline(j, outer, slot)
 			return ranInline, nil
 		}
+	}
+	return e.queueJob(ctx, j, m, wait, outer)
+}
+
+// queueJob queues j, admitted on its key's mailbox m (locked by admit), or
+// if admit said wait, parks it for room (see waitRoom), as enter does for a
+// job it does not run at once.
+func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbox, wait bool, outer *taskCtx[K]) (placement, error) {
+	if wait {
+		return e.waitRoom(ctx, j, m, outer)
 	}
 	e.countAccepted(j)
 	e.launch(m, m.Enqueue(j.turn.Entry()))

@@ -73,17 +73,12 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		e.observeAccepted()
 		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at, outer, slot)
 	}
-	j := e.bind(e.jobs.Get().(*job[K]), ctx, fn, &taskCtx[K]{key: key})
+	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, false)
-	p := queued
-	if wait {
-		if p, err = e.waitRoom(ctx, j, m, outer); err != nil {
-			e.reuse(j) // never accepted: nothing refers to it
-			return err
-		}
-	} else {
-		e.countAccepted(j)
-		e.launch(m, m.Enqueue(j.turn.Entry()))
+	p, err := e.queueJob(ctx, j, m, wait, outer)
+	if err != nil {
+		e.reuse(j) // never accepted: nothing refers to it
+		return err
 	}
 	return e.wait(ctx, j, outer, p == queuedLent)
 }
