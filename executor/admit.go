@@ -143,16 +143,17 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 	}
 }
 
-// admit asks the policy about one key, with m locked. A Wait verdict is
-// honoured only at the key's cap (there is nothing else to wait for), and
-// Admit only below it.
+// asksKey reports whether a submission's key is put to the Policy (askKey):
+// only under a per-key cap, or for a policy that reads queue age.
+func (e *Executor[K]) asksKey() bool { return e.cfg.maxPerKey != 0 || e.needsAge }
+
 // askKeyHeld is askKey for a submission that holds m's lock and a
 // reservation (admit). If the Policy calls runtime.Goexit, which neither
 // returns nor panics, it gives both back as the goroutine exits: the
 // submission was never accepted, and nothing is left held.
 func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
-	if e.cfg.maxPerKey == 0 && !e.needsAge {
-		return backpressure.Admit, nil // no policy to ask (as askKey)
+	if !e.asksKey() {
+		return backpressure.Admit, nil
 	}
 	asking := true
 	defer func() {
@@ -166,11 +167,14 @@ func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K) (backpressure.Verdic
 	return v, err
 }
 
+// askKey asks the policy about one key, with m locked. A Wait verdict is
+// honoured only at the key's cap (there is nothing else to wait for), and
+// Admit only below it.
 func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
-	limit := e.cfg.maxPerKey
-	if limit == 0 && !e.needsAge {
+	if !e.asksKey() {
 		return backpressure.Admit, nil
 	}
+	limit := e.cfg.maxPerKey
 	// The global cap was settled by reserve; this load is about the key.
 	load := backpressure.Load{
 		Pending: m.Pending() + m.Parked(), // parked ones are ahead: no barging
