@@ -755,9 +755,10 @@ func TestPolicyGoexit(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		opts []executor.Option
+		fill bool // the policy is asked only once the cap is reached
 	}{
-		{"per-key cap", []executor.Option{executor.WithMaxQueuePerKey(1)}},
-		{"global cap", []executor.Option{executor.WithMaxPending(1)}},
+		{"per-key cap", []executor.Option{executor.WithMaxQueuePerKey(1)}, false},
+		{"global cap", []executor.Option{executor.WithMaxPending(1)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exit := new(atomic.Bool)
@@ -767,8 +768,8 @@ func TestPolicyGoexit(t *testing.T) {
 				t.Fatal(err)
 			}
 			var g *gate
-			if tc.name == "global cap" {
-				g, _ = block(t, e, "x") // the cap is reached: the policy is asked
+			if tc.fill {
+				g, _ = block(t, e, "x")
 			}
 			before := e.Stats()
 			exit.Store(true)
