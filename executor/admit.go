@@ -100,24 +100,26 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 	select {
 	case <-j.done:
 		e.unblock(b)
-		e.observeAccepted()
+		e.observeLent(outer, lent)
 		return lent, nil
 	case <-ctx.Done():
 	case <-e.closing:
 	}
 	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {
-		<-j.done            // admitted meanwhile (Admit has sent)
-		e.observeAccepted() // the caller's wait sees ctx
+		<-j.done                   // admitted meanwhile (Admit has sent)
+		e.observeLent(outer, lent) // the caller's wait sees ctx
 		return lent, nil
 	}
 	e.unreserve()
 	// The outcome is what sent the call away, decided now: taking the slot
-	// back may wait, and a giving-up Close may end ctx meanwhile.
-	if err = ctx.Err(); err == nil {
+	// back may wait, and a giving-up Close may end ctx meanwhile. The
+	// Observer hears of a refusal once the slot is back.
+	err = ctx.Err()
+	outer.unlend(e.runner, lent)
+	if err == nil {
 		err = e.reject(ErrClosed)
 	}
-	outer.unlend(e.runner, lent)
 	return false, err
 }
 
@@ -256,11 +258,58 @@ func (e *Executor[K]) stamp(j *job[K]) {
 	}
 }
 
-// accepted reports an acceptance to the observer, unlocked.
+// observeAccepted reports an acceptance to the observer, unlocked, once
+// nothing is left to do for the task that user code could keep from being
+// done: an Observer that calls runtime.Goexit there only ends the
+// submitter's goroutine.
 func (e *Executor[K]) observeAccepted() {
 	if e.obs != nil {
 		e.obs.TaskAccepted()
 	}
+}
+
+// observeHeld reports the acceptance of a task (with context c, keys multi
+// and unread as for abandoned) that holds its key on the caller's goroutine
+// and is about to run there. If TaskAccepted calls runtime.Goexit, the task
+// will never run: it is accounted as canceled as the goroutine exits, and
+// the caller's deferred calls then give back what it holds.
+func (e *Executor[K]) observeHeld(c *taskCtx[K], multi *[]K, unread bool) {
+	if e.obs != nil {
+		e.tellHeld(c, multi, unread)
+	}
+}
+
+func (e *Executor[K]) tellHeld(c *taskCtx[K], multi *[]K, unread bool) {
+	told := false
+	defer func() {
+		if !told {
+			e.abandoned(c, multi, unread, ErrGoexit)
+		}
+	}()
+	e.obs.TaskAccepted()
+	told = true
+}
+
+// observeLent is observeAccepted for a nested call admitted from the
+// waiting room with its task's slot lent (park). If TaskAccepted calls
+// runtime.Goexit, the goroutine (the task's, or one it started) exits with
+// the slot taken back, as after a return, so the task's drive loop never
+// hands on a slot it does not hold.
+func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
+	if e.obs != nil {
+		e.tellLent(outer, lent)
+	}
+}
+
+func (e *Executor[K]) tellLent(outer *taskCtx[K], lent bool) {
+	told := false
+	defer func() {
+		if !told {
+			outer.unlend(e.runner, lent)
+		}
+	}()
+	e.obs.TaskAccepted()
+	told = true
 }
 
 // abandon ends an accepted task that will never run (already taken out of
@@ -273,27 +322,33 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 // abandoned accounts for an accepted task (with context c, and keys multi
 // if it has several) that will never run, because of err; unread: err goes
 // to the error handler.
+//
+// The task is accounted for before any user code hears of it; the error
+// handler's call is deferred, so an Observer that calls runtime.Goexit in
+// TaskCanceled does not keep the failure from it.
 func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
 	e.canceled.Add(1)
 	c.end()
+	if unread {
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+	} else if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
+		defer ce.Write(keyField(c, multi), zap.Error(err))
+	}
 	if e.obs != nil {
 		e.obs.TaskCanceled()
 	}
-	if unread {
-		e.unread(keyField(c, multi), keyAny(c, multi), err)
-		return
-	}
-	if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
-		ce.Write(keyField(c, multi), zap.Error(err))
-	}
 }
 
-// cancel withdraws a queued task whose ctx ended; false if it already started.
+// cancel withdraws a queued task whose ctx ended; false if it already
+// started. The task settles after the callbacks have heard of it, even if
+// one calls runtime.Goexit (on the caller's goroutine, or on the watch of
+// an asynchronous task's ctx): its waiter wakes, and its reservation is
+// given back.
 func (e *Executor[K]) cancel(j *job[K], err error) bool {
 	if !j.turn.Cancel() {
 		return false
 	}
+	defer j.turn.Work().Settle()
 	e.abandon(j, err)
-	j.turn.Work().Settle()
 	return true
 }

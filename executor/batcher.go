@@ -239,6 +239,21 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 // striped mode, keys sharing a stripe may follow each other).
 func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	e := b.e
+	// Every message is accounted for before a callback hears of it. If
+	// one calls runtime.Goexit (fn on an earlier key's messages, the
+	// Observer, the error handler), the ones not accounted for yet never
+	// start: they end with ErrGoexit as the goroutine exits, and the
+	// mailbox then hands the rest of its queue on (see Group).
+	done := false
+	defer func() {
+		if !done {
+			forEach(0, len(ts), func(i int) {
+				if j := jobOf[K](ts[i]); !j.ctx.ended() {
+					e.abandon(j, ErrGoexit)
+				}
+			})
+		}
+	}()
 	jobs := make([]*job[K], 0, len(ts))
 	msgs := make([]M, 0, len(ts))
 	for _, t := range ts {
@@ -254,16 +269,6 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 		jobs = append(jobs, j)
 		msgs = append(msgs, t.Work().(message[M]).message())
 	}
-	done := false
-	defer func() {
-		if !done {
-			// fn called runtime.Goexit on an earlier key's messages (call
-			// ended them): the later ones never start.
-			for _, j := range jobs {
-				e.abandon(j, ErrGoexit)
-			}
-		}
-	}()
 	for len(jobs) > 0 {
 		n := 1
 		for n < len(jobs) && jobs[n].ctx.key == jobs[0].ctx.key {
@@ -278,70 +283,78 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 
 // call runs fn on one key's messages and ends each of their jobs with its
 // outcome. A panic fails them all with the *PanicError; a runtime.Goexit
-// ends them all with ErrGoexit before the goroutine goes on exiting (see
-// job.call).
+// (in fn, in the Observer's TaskStarted, or in the logger reporting fn's
+// panic) ends them all with ErrGoexit before the goroutine goes on exiting
+// (see invoke).
 func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	e := b.e
-	e.started.Add(uint64(len(jobs)))
-	var start time.Time
-	if e.obs != nil {
-		start = time.Now()
-		for _, j := range jobs {
-			e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.turn.Stamp()))
-		}
-	}
 	first := jobs[0].ctx
 	// The batch's context marks the key as held; a nested call borrows
 	// the first message's job's slot count (it is alive until the batch
 	// settles).
 	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), j: &jobs[0].core}
-	returned := false
+	var start time.Time
+	returned := false // fn returned, or its panic was recovered and reported
+	defer func() {
+		if !returned {
+			b.end(c, jobs, ErrGoexit, nil, Failed, start)
+		}
+	}()
 	defer func() {
 		if returned {
 			return
 		}
 		if v := recover(); v != nil {
 			pe := e.recovered(v, zap.Any("key", first.key), zap.Int("messages", len(jobs)))
-			c.end()
-			for _, j := range jobs {
-				j.ran(pe, Panicked, start)
-			}
-			return
-		}
-		c.end()
-		for _, j := range jobs {
-			j.ran(ErrGoexit, Failed, start)
+			returned = true
+			b.end(c, jobs, pe, nil, Panicked, start)
 		}
 	}()
+	e.started.Add(uint64(len(jobs)))
+	if e.obs != nil {
+		start = time.Now()
+		for _, j := range jobs {
+			e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(j.turn.Stamp()))
+		}
+	}
 	err := b.fn(c, first.key, msgs)
 	returned = true
-	c.end()
 	errs, per := err.(BatchErrors)
 	if per && len(errs) != len(jobs) {
-		err, per = badBatchErrors(len(errs), len(jobs)), false
+		err, errs = badBatchErrors(len(errs), len(jobs)), nil
 	}
-	if e.obs != nil {
-		for i, j := range jobs {
-			jerr := err
-			if per {
-				jerr = errs[i]
-			}
-			outcome := OK
-			if jerr != nil {
-				outcome = Failed
-			}
-			j.ran(jerr, outcome, start)
-		}
-		return
-	}
-	// The common case, without an Observer: one count for the batch
-	// rather than one contended atomic add per message.
+	b.end(c, jobs, err, errs, OK, start)
+}
+
+// end ends the jobs of a batch that ran with context c: each with err, or
+// with its own of errs if errs is not nil, and with outcome (Failed for an
+// error, if outcome is OK). All are accounted for before the Observer
+// hears of any, and it hears of each even if it calls runtime.Goexit, so
+// none is left unaccounted; without an Observer this costs one count for
+// the batch rather than one contended atomic add per message.
+func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs BatchErrors, outcome Outcome, start time.Time) {
+	e := b.e
+	c.end()
 	for i, j := range jobs {
-		j.ctx.end()
 		j.err = err
-		if per {
+		if errs != nil {
 			j.err = errs[i]
 		}
+		j.ctx.end()
 	}
 	e.completed.Add(uint64(len(jobs)))
+	if outcome == Panicked {
+		e.panicked.Add(uint64(len(jobs)))
+	}
+	if e.obs == nil {
+		return
+	}
+	run := time.Since(start)
+	forEach(0, len(jobs), func(i int) {
+		out := outcome
+		if out == OK && jobs[i].err != nil {
+			out = Failed
+		}
+		e.obs.TaskFinished(run, out)
+	})
 }

@@ -17,7 +17,15 @@ import (
 // logger's core) runs where a failure is contained: a panic in one is
 // recovered on the spot and reported, so it never unwinds through a drive
 // loop, a held lock or a reservation. This file holds the wrappers for all
-// but fn, whose panics and Goexits job.call contains.
+// but fn, whose panics and Goexits invoke contains.
+//
+// A runtime.Goexit cannot be contained: the goroutine exits. Three rules
+// make it leave nothing behind, wherever a callback runs: a task is
+// accounted for before any callback hears of it (see ended, abandoned);
+// whatever the calling goroutine holds (a key, a slot, a reservation, a
+// task not yet settled) is given back in a deferred call (see runHeld,
+// cancel, wait, observeHeld, observeLent); and a loop over tasks that calls
+// back goes on as the goroutine exits (forEach).
 
 // defaultLogger is what an executor logs to without WithLogger: errors only
 // (recovered panics and unread failures), as JSON lines on stderr, and
@@ -245,4 +253,20 @@ func (e *Executor[K]) unread(key zap.Field, keyVal any, err error) {
 	}
 	defer e.containCallback("error handler")
 	e.cfg.onError(keyVal, err)
+}
+
+// forEach calls f(i) for each i from from up to n, in order, even if one
+// of them calls runtime.Goexit (through a callback): the calls left are
+// then made as the goroutine exits. Each f must account for its item
+// before it calls user code, so that an exit leaves none unaccounted.
+func forEach(from, n int, f func(i int)) {
+	i := from
+	defer func() {
+		if i < n {
+			forEach(i+1, n, f)
+		}
+	}()
+	for ; i < n; i++ {
+		f(i)
+	}
 }

@@ -71,10 +71,12 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 		stopIdle(e.pool)
 	}
 	e.forceCancel()
+	// Deferred: a logger or Detach that calls runtime.Goexit ends this
+	// call's goroutine, but the executor is closed all the same.
+	defer close(e.stopped)
 	e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
 		zap.Uint64("canceled", e.canceled.Load()))
 	e.detach()
-	close(e.stopped)
 	return err
 }
 
@@ -96,11 +98,12 @@ func (e *Executor[K]) giveUp() {
 	})
 	// Plain tasks taken out of their queues end as they would have when
 	// their turn came (RunPlain): their mailbox first, then the drain.
-	for _, t := range plain {
-		for _, p := range t.ps {
-			e.endTaken(t.m, p)
-		}
-	}
+	// They are in no queue now, so each is ended even if a callback calls
+	// runtime.Goexit while an earlier one ends (forEach): none is lost.
+	forEach(0, len(plain), func(i int) {
+		t := plain[i]
+		forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
+	})
 	for _, t := range queued {
 		// cancel also settles the task, so its Wait returns and the drain
 		// that Close waits for counts it. (A multi-key task queued in

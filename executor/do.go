@@ -125,7 +125,6 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 			m.Hold(&j.turn)
 			e.countAccepted(j)
 			m.Release()
-			e.observeAccepted()
 			e.runInline(j, outer, slot)
 			return ranInline, nil
 		}
@@ -169,18 +168,19 @@ func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *m
 	return m, v == backpressure.Wait, nil
 }
 
-// launch unlocks m after a task was queued on it, and starts m's drive
-// loop if the enqueue said so (dispatch).
+// launch unlocks m after a task was queued on it, starts m's drive loop
+// if the enqueue said so (dispatch), then tells the Observer: the task may
+// have started by then, as it may whenever its key's loop already runs.
 func (e *Executor[K]) launch(m *mailbox.Mailbox, dispatch bool) {
 	if dispatch {
 		e.dispatching.Add(1) // under m's lock: before the task can end
 	}
 	m.Release()
-	e.observeAccepted()
 	if dispatch {
 		m.Dispatch()
 		e.dispatching.Done()
 	}
+	e.observeAccepted()
 }
 
 // waitRoom parks j, reserved and refused room at its key's cap with a
@@ -209,17 +209,19 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	return queuedLent, nil
 }
 
-// runInline runs j, held inline (see enter), with slot s, then gives back
-// its hold, the slot and its reservation: the caller reads j.err and reuses
-// j. They are given back in a deferred call, so that a fn that calls
-// runtime.Goexit leaves nothing behind either: the caller's goroutine then
-// exits (as Goexit requires) and j is left to the GC.
+// runInline runs j, accepted and held inline (see enter), with slot s,
+// then gives back its hold, the slot and its reservation: the caller reads
+// j.err and reuses j. They are given back in a deferred call, so that a
+// runtime.Goexit (in fn or in a callback) leaves nothing behind either: j
+// is accounted for by then (see observeHeld and Run), the caller's
+// goroutine exits (as Goexit requires) and j is left to the GC.
 func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 	defer func() {
 		j.turn.Vacate()
 		outer.giveSlot(e.runner, s)
 		e.unreserve()
 	}()
+	e.observeHeld(j.ctx, j.multi, j.unread)
 	j.Run()
 }
 
@@ -326,12 +328,23 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 // its task's slot meanwhile, unless it already has (lent, see enter).
 func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], lent bool) error {
 	var b *blocker[K]
+	// If a callback calls runtime.Goexit while this call withdraws j
+	// (cancel), the call is unfiled and its slot taken back as the
+	// goroutine exits, as after a return (j settles anyway: see cancel).
+	waiting := true
+	defer func() {
+		if waiting {
+			e.unblock(b)
+			outer.unlend(e.runner, lent)
+		}
+	}()
 	if outer != nil {
 		var err error
 		if b, err = e.block(ctx, waitee[K]{t: &j.turn}); err != nil && e.cancel(j, err) {
 			// Withdrawn: the task's keys go to the others of the cycle
 			// once its caller returns.
 			<-j.done
+			waiting = false
 			outer.unlend(e.runner, lent)
 			return err
 		}
@@ -353,6 +366,7 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 	}
 	// No longer waiting for j: unfiled before taking the slot back, which
 	// waits only for a worker, never for a task (see deadlock.go).
+	waiting = false
 	e.unblock(b)
 	outer.unlend(e.runner, lent)
 	err := j.err

@@ -85,7 +85,14 @@
 // requires. A panic in fn becomes a *PanicError; a panic in an Observer, a
 // Policy (which refuses that submission), the error handler or the
 // logger's core is recovered and logged. Every recovered panic is logged
-// at error level, to stderr unless WithLogger says otherwise.
+// at error level, to stderr unless WithLogger says otherwise. A Goexit in
+// one of those callbacks ends the goroutine it was called on (the
+// caller's, a pool worker's, a ctx watch's, the slow-task watcher's, which
+// a fresh one replaces) and leaves nothing behind: every task is accounted
+// for before any callback hears of it, what the goroutine held is given
+// back as it exits, and an accepted task still runs or ends. One whose Do
+// caller exited before fn started ends with ErrGoexit, counted as
+// canceled.
 //
 // # Costs
 //

@@ -135,49 +135,62 @@ func (j *job[K]) Run() {
 		e.abandon(j, err)
 		return
 	}
-	start := e.begin(j.turn.Stamp())
-	outcome, err := e.invoke(j.ctx, j.multi, j.fn, func() { j.ran(ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(j.ctx, j.multi, j.fn, j.turn.Stamp(), func(start time.Time) { j.ran(ErrGoexit, Failed, start) })
 	j.ran(err, outcome, start)
 }
 
-// begin counts a task whose fn is about to run, accepted at stamp, and
-// tells the observer how long it waited; it returns when it started if
-// there is an observer (one clock read for both the wait and the run).
-func (e *Executor[K]) begin(stamp int64) (start time.Time) {
-	e.started.Add(1)
-	if e.obs != nil {
-		start = time.Now()
-		e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
-	}
-	return start
+// tellStarted tells the Observer how long a task accepted at stamp waited,
+// having set start to when it started (one clock read for both the wait
+// and the run) before the Observer is called.
+func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
+	*start = time.Now()
+	e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
 }
 
-// invoke runs fn with c, for a task with keys multi (nil: c.key), turning a
-// panic into a *PanicError logged with the key. If fn calls runtime.Goexit,
-// invoke has exited end the task with ErrGoexit (its deferred check sees
-// that fn neither returned nor panicked, as singleflight's does) while the
-// goroutine unwinds, and never returns.
-func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context) error, exited func()) (outcome Outcome, err error) {
+// invoke starts a task accepted at stamp (it counts it, and tells the
+// Observer) and runs its fn with c, for a task with keys multi (nil:
+// c.key), turning a panic into a *PanicError logged with the key; start is
+// when the task started, if there is an Observer.
+//
+// If the goroutine exits instead (runtime.Goexit, in fn, in the Observer's
+// TaskStarted or in the logger reporting fn's panic: neither a return nor
+// a panic, as singleflight's check tells them apart), invoke's deferred
+// check ends the task with exited, which accounts for it as ErrGoexit,
+// while the goroutine unwinds; invoke never returns.
+func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context) error, stamp int64,
+	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
 	c.j.fresh()
 	returned := false
 	defer func() {
 		if returned {
 			return
 		}
-		if v := recover(); v != nil {
-			err, outcome = e.recovered(v, keyField(c, multi)), Panicked
+		// Since Go 1.21 panic(nil) is a *runtime.PanicNilError: no
+		// recovered value is nil.
+		v := recover()
+		if v == nil {
+			exited(start)
 			return
 		}
-		// Neither a return nor a panic (since Go 1.21 panic(nil) is a
-		// *runtime.PanicNilError): runtime.Goexit.
-		exited()
+		reported := false
+		defer func() {
+			if !reported {
+				exited(start) // the logger exited while reporting the panic
+			}
+		}()
+		err, outcome = e.recovered(v, keyField(c, multi)), Panicked
+		reported = true
 	}()
+	e.started.Add(1)
+	if e.obs != nil {
+		e.tellStarted(stamp, &start)
+	}
 	err = fn(c)
 	returned = true
 	if err != nil {
 		outcome = Failed
 	}
-	return outcome, err
+	return outcome, start, err
 }
 
 // recovered makes a *PanicError of a panic recovered from fn (called in
@@ -197,19 +210,32 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 }
 
 // finished accounts for a task (with context c, and keys multi if it has
-// several) whose fn ended with err; unread: a failure goes to the error
-// handler.
+// several) whose fn ended with err, then reports it; unread: a failure
+// goes to the error handler.
+//
+// The task is accounted for before any callback hears of it, so one that
+// calls runtime.Goexit cannot leave it unaccounted.
 func (e *Executor[K]) finished(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	c.end()
 	e.completed.Add(1)
 	if outcome == Panicked {
 		e.panicked.Add(1)
 	}
+	if e.obs != nil || unread && err != nil {
+		e.report(c, multi, unread, err, outcome, start)
+	}
+}
+
+// report tells the Observer and, for a failure nobody reads (unread), the
+// error handler about an ended task. The handler's call is deferred: an
+// Observer that calls runtime.Goexit in TaskFinished does not keep the
+// failure from it.
+func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
+	if unread && err != nil {
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+	}
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
-	}
-	if unread && err != nil {
-		e.unread(keyField(c, multi), keyAny(c, multi), err)
 	}
 }
 

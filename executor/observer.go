@@ -65,7 +65,11 @@ func (r Reason) String() string {
 // must be cheap, must not block, and must be safe for concurrent use. A
 // panic in an Observer is recovered and logged at error level
 // (rate-limited); the task and its key go on as if the event had been
-// delivered.
+// delivered. One that calls runtime.Goexit ends the goroutine that
+// reported the event, and nothing else (see "Hostile callers" in the
+// package doc). An event may reach it after later ones of the same task
+// (TaskStarted before TaskAccepted, say): count events, do not sequence
+// them.
 type Observer interface {
 	// TaskAccepted: a submission was accepted.
 	TaskAccepted()

@@ -70,7 +70,6 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 			at = monotime() // under m's lock, as stamp does for a job
 		}
 		m.Release()
-		e.observeAccepted()
 		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at, outer, slot)
 	}
 	j := e.syncJob(ctx, fn, key, nil)
@@ -84,13 +83,14 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
-// (HoldPlain) and the execution slot s that outer.takeSlot gave it, as
-// job.Run runs an inline job: a task whose ctx ended, or that a giving-up
-// Close abandoned, is not run and is accounted as canceled. The hold, the
-// slot and the reservation are given back in a deferred call, so that a fn
-// that calls runtime.Goexit leaves nothing behind either (invoke has
-// accounted for the task; the caller's goroutine then exits, as Goexit
-// requires).
+// (HoldPlain) and the execution slot s that outer.takeSlot gave it, for an
+// accepted task that the Observer has not heard of yet, as job.Run runs an
+// inline job: a task whose ctx ended, or that a giving-up Close abandoned,
+// is not run and is accounted as canceled. The hold, the slot and the
+// reservation are given back in a deferred call, so that a runtime.Goexit
+// (in fn or in a callback) leaves nothing behind either: the task is
+// accounted for by then (see observeHeld and invoke), and the caller's
+// goroutine exits, as Goexit requires.
 func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
 	outer *taskCtx[K], s slot) (err error) {
 	defer func() {
@@ -98,6 +98,7 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		outer.giveSlot(e.runner, s)
 		e.unreserve()
 	}()
+	e.observeHeld(c, nil, false)
 	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
@@ -105,8 +106,7 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		e.abandoned(c, nil, false, err)
 		return err
 	}
-	start := e.begin(stamp)
-	outcome, err := e.invoke(c, nil, fn, func() { e.finished(c, nil, false, ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.finished(c, nil, false, ErrGoexit, Failed, start) })
 	e.finished(c, nil, false, err, outcome, start)
 	return err
 }
@@ -206,12 +206,11 @@ func (s *plainSub[K]) RunPlain(fn func(context.Context) error, stamp int64) {
 // giving-up Close keeps it from running.
 func (e *Executor[K]) runPlain(c *taskCtx[K], result *error, fn func(context.Context) error, stamp int64) {
 	if e.force.Err() != nil {
+		defer e.releasePlain() // after the callbacks, even if one calls runtime.Goexit
 		e.plainAbandoned(c, result, ErrClosed)
-		e.releasePlain()
 		return
 	}
-	start := e.begin(stamp)
-	outcome, err := e.invoke(c, nil, fn, func() { e.plainEnded(c, result, ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, result, ErrGoexit, Failed, start) })
 	e.plainEnded(c, result, err, outcome, start)
 }
 
@@ -226,13 +225,14 @@ func (c *taskCtx[K]) SettlePlain() {}
 func (s *plainSub[K]) result() error { return s.err }
 
 // plainEnded accounts for a plain task (with context c, and result as for
-// runPlain) whose fn ended with err, and gives back its reservation.
+// runPlain) whose fn ended with err, and gives back its reservation once
+// the callbacks have heard of it, even if one calls runtime.Goexit.
 func (e *Executor[K]) plainEnded(c *taskCtx[K], result *error, err error, outcome Outcome, start time.Time) {
 	if result != nil {
 		*result = err
 	}
+	defer e.releasePlain()
 	e.finished(c, nil, result == nil, err, outcome, start)
-	e.releasePlain()
 }
 
 // plainAbandoned accounts for a plain task (with context c, and result as
@@ -254,17 +254,20 @@ func (e *Executor[K]) releasePlain() {
 
 // endTaken ends a plain task that a giving-up Close took out of its
 // mailbox m's queue (mailbox.TakePlain) with ErrClosed, as it would have
-// ended when its turn came.
+// ended when its turn came. Its place, its reservation and its Task are
+// given back after the callbacks, even if one calls runtime.Goexit.
 func (e *Executor[K]) endTaken(m *mailbox.Mailbox, p mailbox.Plain) {
+	defer func() {
+		m.DonePlain()
+		e.unreserve()
+		p.SettlePlain()
+	}()
 	switch p := p.(type) {
 	case *taskCtx[K]:
 		e.plainAbandoned(p, nil, ErrClosed)
 	case *plainSub[K]:
 		e.plainAbandoned(&p.ctx, &p.err, ErrClosed)
 	}
-	m.DonePlain()
-	e.unreserve()
-	p.SettlePlain()
 }
 
 // beforeWait implements taskCall's, as a submission's does (see

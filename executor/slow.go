@@ -11,8 +11,19 @@ import (
 // watchSlow is the slow-task watcher (WithSlowTaskWarning): every d/4 it
 // looks at every live mailbox and reports each hold older than d once. It
 // is the executor's only goroutine of its own; Close stops it (stopWatch).
+//
+// The Observer and the logger are called on the watcher's goroutine. If
+// one calls runtime.Goexit, a fresh watcher takes over as the goroutine
+// exits: later slow tasks are still reported, and Close still stops it.
 func (e *Executor[K]) watchSlow(d time.Duration) {
-	defer close(e.slowDone)
+	stopped := false
+	defer func() {
+		if stopped {
+			close(e.slowDone)
+			return
+		}
+		go e.watchSlow(d)
+	}()
 	tick := time.NewTicker(min(max(d/4, time.Millisecond), time.Second))
 	defer tick.Stop()
 	type slowKey struct {
@@ -23,6 +34,7 @@ func (e *Executor[K]) watchSlow(d time.Duration) {
 	for {
 		select {
 		case <-e.slowStop:
+			stopped = true
 			return
 		case <-tick.C:
 		}
@@ -32,14 +44,17 @@ func (e *Executor[K]) watchSlow(d time.Duration) {
 				found = append(found, slowKey{e.nameOf(k, m), time.Duration(now - at)})
 			}
 		})
-		for _, s := range found { // unlocked: the logger and Observer are user code
+		// Unlocked: the logger and Observer are user code. Each found
+		// hold is reported even if a callback exits on an earlier one.
+		forEach(0, len(found), func(i int) {
+			s := found[i]
 			e.slow.Add(1)
 			if so, ok := e.obs.(SlowObserver); ok {
 				so.TaskSlow(s.age)
 			}
 			e.log.Warn("task running long", zap.Any("key", s.key), zap.Duration("age", s.age),
 				zap.Duration("threshold", d))
-		}
+		})
 		clear(found)
 		found = found[:0]
 	}

@@ -1,0 +1,376 @@
+package executor_test
+
+// Callbacks that call runtime.Goexit (as a t.FailNow in a test's Observer,
+// error handler or logger does). Goexit cannot be stopped: the goroutine it
+// runs on exits, whether it is a caller's, a pool worker's or a ctx
+// watcher's. What the executor owes is that nothing is left behind: no key
+// held, no slot or reservation taken, no task unaccounted for, and Close
+// still returns.
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// exitingObserver calls runtime.Goexit in the first event named on after
+// it is armed, and records that it did.
+type exitingObserver struct {
+	on    string
+	armed atomic.Bool
+	fired atomic.Bool
+}
+
+func (o *exitingObserver) hit(ev string) {
+	if ev == o.on && o.armed.CompareAndSwap(true, false) {
+		o.fired.Store(true)
+		runtime.Goexit()
+	}
+}
+func (o *exitingObserver) TaskAccepted()                                { o.hit("accepted") }
+func (o *exitingObserver) TaskRejected(executor.Reason)                 { o.hit("rejected") }
+func (o *exitingObserver) TaskStarted(time.Duration)                    { o.hit("started") }
+func (o *exitingObserver) TaskFinished(time.Duration, executor.Outcome) { o.hit("finished") }
+func (o *exitingObserver) TaskCanceled()                                { o.hit("canceled") }
+func (o *exitingObserver) TaskSlow(time.Duration)                       { o.hit("slow") }
+
+// occupy runs a task on key until the returned func is called; it returns
+// once the task has started.
+func occupy(t *testing.T, e *executor.Executor[string], key string) (release func()) {
+	t.Helper()
+	started, done := make(chan struct{}), make(chan struct{})
+	if err := e.Go(context.Background(), key, func(context.Context) error {
+		close(started)
+		<-done
+		return nil
+	}); err != nil {
+		t.Fatalf("Go on %s: %v", key, err)
+	}
+	recv(t, "the task occupying "+key, started)
+	return func() { close(done) }
+}
+
+// goexitScenario is one way to reach the Observer's events: run, on a
+// goroutine of its own (which may exit), with the events it must produce.
+// If busy, a task occupies key a first (before the Observer is armed)
+// until run calls release, or run ends.
+type goexitScenario struct {
+	name   string
+	opts   []executor.Option
+	events []string
+	busy   bool
+	closes bool // run closes the executor
+	run    func(e *executor.Executor[string], release func())
+}
+
+func goexitScenarios() []goexitScenario {
+	bg := context.Background()
+	ran := []string{"accepted", "started", "finished"}
+	fails := func(context.Context) error { return errors.New("fails") }
+	// later runs f after a moment, on a goroutine of its own.
+	later := func(f func()) { time.AfterFunc(5*time.Millisecond, f) }
+	// waiting: a key at its cap has submissions wait for room.
+	waiting := []executor.Option{executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block())}
+	type ex = *executor.Executor[string]
+	return []goexitScenario{
+		{name: "Do", events: ran, run: func(e ex, _ func()) { e.Do(bg, "a", nop) }},
+		{name: "DoFails", events: ran, run: func(e ex, _ func()) { e.Do(bg, "a", fails) }},
+		{name: "DoCancelable", events: ran, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			e.Do(ctx, "a", nop)
+		}},
+		{name: "DoQueued", events: ran, busy: true, run: func(e ex, release func()) {
+			later(release)
+			e.Do(bg, "a", nop)
+		}},
+		{name: "DoNested", events: ran, run: func(e ex, _ func()) {
+			e.Do(bg, "b", func(ctx context.Context) error { return e.Do(ctx, "a", nop) })
+		}},
+		{name: "DoNestedOneWorker", opts: []executor.Option{executor.WithWorkers(1)}, events: ran, run: func(e ex, _ func()) {
+			e.Do(bg, "b", func(ctx context.Context) error { return e.Do(ctx, "a", nop) })
+		}},
+		{name: "DoNestedQueued", events: ran, busy: true, run: func(e ex, release func()) {
+			e.Do(bg, "b", func(ctx context.Context) error {
+				later(release)
+				return e.Do(ctx, "a", nop)
+			})
+		}},
+		{name: "DoShared", events: ran, run: func(e ex, _ func()) { e.DoShared(bg, "a", nop) }},
+		{name: "DoMany", events: ran, run: func(e ex, _ func()) { e.DoMany(bg, []string{"a", "b"}, nop) }},
+		{name: "Go", events: ran, run: func(e ex, _ func()) { e.Go(bg, "a", nop) }},
+		{name: "GoFails", events: ran, run: func(e ex, _ func()) { e.Go(bg, "a", fails) }},
+		{name: "GoCancelable", events: ran, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			e.Go(ctx, "a", func(context.Context) error { cancel(); return nil })
+		}},
+		{name: "Submit", events: ran, run: func(e ex, _ func()) {
+			if task, err := e.Submit(bg, "a", nop); err == nil {
+				task.Wait(bg)
+			}
+		}},
+		{name: "SubmitCancelable", events: ran, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			if task, err := e.Submit(ctx, "a", nop); err == nil {
+				task.Wait(bg)
+			}
+		}},
+		{name: "Batcher", events: ran, busy: true, run: func(e ex, release func()) {
+			b, err := executor.NewBatcher(e, func(context.Context, string, []int) error { return nil })
+			if err != nil {
+				return
+			}
+			task, err := b.Submit(bg, "a", 1)
+			b.Submit(bg, "a", 2)
+			release()
+			if err == nil {
+				task.Wait(bg)
+			}
+			b.Do(bg, "a", 3)
+		}},
+		{name: "DoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			later(cancel)
+			e.Do(ctx, "a", nop)
+		}},
+		{name: "DoNestedCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+			e.Do(bg, "b", func(ctx context.Context) error {
+				ctx, cancel := context.WithCancel(ctx)
+				later(cancel)
+				return e.Do(ctx, "a", nop)
+			})
+		}},
+		{name: "SubmitCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			task, err := e.Submit(ctx, "a", nop)
+			cancel()
+			if err == nil {
+				task.Wait(bg)
+			}
+		}},
+		{name: "GoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+			ctx, cancel := context.WithCancel(bg)
+			e.Go(ctx, "a", nop)
+			cancel()
+		}},
+		{name: "Rejected", opts: []executor.Option{executor.WithMaxQueuePerKey(1)}, events: []string{"rejected"}, busy: true,
+			run: func(e ex, _ func()) { e.Do(bg, "a", nop) }},
+		{name: "Parked", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
+			later(release)
+			e.Do(bg, "a", nop)
+		}},
+		{name: "ParkedGo", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
+			later(release)
+			e.Go(bg, "a", nop)
+		}},
+		{name: "ParkedNested", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
+			e.Do(bg, "b", func(ctx context.Context) error {
+				later(release)
+				return e.Do(ctx, "a", nop)
+			})
+		}},
+		{name: "ParkedNestedClosed", opts: waiting, events: []string{"rejected"}, busy: true, closes: true, run: func(e ex, _ func()) {
+			e.Do(bg, "b", func(ctx context.Context) error {
+				later(func() { e.Close(bg) })
+				return e.Do(ctx, "a", nop)
+			})
+		}},
+	}
+}
+
+// TestObserverGoexit: an Observer that calls runtime.Goexit in any event,
+// on whichever goroutine reports it, leaves nothing behind: every accepted
+// task is accounted for, both keys take new work and Close returns.
+func TestObserverGoexit(t *testing.T) {
+	for _, sc := range goexitScenarios() {
+		for _, ev := range sc.events {
+			t.Run(sc.name+"/"+ev, func(t *testing.T) {
+				obs := &exitingObserver{on: ev}
+				opts := append([]executor.Option{executor.WithObserver(obs), executor.WithWorkers(2),
+					executor.WithLogger(zap.NewNop()), executor.WithErrorHandler(func(any, error) {})}, sc.opts...)
+				e, err := executor.New[string](opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				release := func() {}
+				if sc.busy {
+					release = sync.OnceFunc(occupy(t, e, "a"))
+				}
+				obs.armed.Store(true)
+				exits(t, sc.name, func() { sc.run(e, release) })
+				release()
+				eventually(t, "the Observer's "+ev+" event", obs.fired.Load)
+				waitIdle(t, e)
+				if !sc.closes {
+					doEach(t, e, "a", "b")
+					waitIdle(t, e)
+				}
+				closeWithin(t, e)
+			})
+		}
+	}
+}
+
+// exitingCore is a zap core whose Write calls runtime.Goexit once armed.
+type exitingCore struct {
+	zapcore.LevelEnabler
+	armed *atomic.Bool
+}
+
+func (c exitingCore) With([]zapcore.Field) zapcore.Core { return c }
+func (c exitingCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(ent.Level) {
+		return ce.AddCore(ent, c)
+	}
+	return ce
+}
+func (c exitingCore) Write(zapcore.Entry, []zapcore.Field) error {
+	if c.armed.CompareAndSwap(true, false) {
+		runtime.Goexit()
+	}
+	return nil
+}
+func (exitingCore) Sync() error { return nil }
+
+// TestLoggerGoexit: a logger core that calls runtime.Goexit while the
+// executor reports a task's panic, a failure nobody reads or a refusal
+// leaves nothing behind.
+func TestLoggerGoexit(t *testing.T) {
+	bg := context.Background()
+	boom := func(context.Context) error { panic("boom") }
+	fails := func(context.Context) error { return errors.New("fails") }
+	for name, run := range map[string]func(e *executor.Executor[string]){
+		"Do panics":       func(e *executor.Executor[string]) { e.Do(bg, "a", boom) },
+		"Go panics":       func(e *executor.Executor[string]) { e.Go(bg, "a", boom) },
+		"Go fails":        func(e *executor.Executor[string]) { e.Go(bg, "a", fails) },
+		"DoShared panics": func(e *executor.Executor[string]) { e.DoShared(bg, "a", boom) },
+		"Submit panics":   func(e *executor.Executor[string]) { task, _ := e.Submit(bg, "a", boom); task.Wait(bg) },
+		"DoMany panics":   func(e *executor.Executor[string]) { e.DoMany(bg, []string{"a", "b"}, boom) },
+		"Do nested panics": func(e *executor.Executor[string]) {
+			e.Do(bg, "b", func(ctx context.Context) error { return e.Do(ctx, "a", boom) })
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			armed := new(atomic.Bool)
+			e, err := executor.New[string](executor.WithLogger(zap.New(exitingCore{zapcore.ErrorLevel, armed})),
+				executor.WithWorkers(2))
+			if err != nil {
+				t.Fatal(err)
+			}
+			armed.Store(true)
+			exits(t, name, func() { run(e) })
+			eventually(t, "the logger's Goexit", func() bool { return !armed.Load() })
+			waitIdle(t, e)
+			doEach(t, e, "a", "b")
+			closeWithin(t, e)
+		})
+	}
+}
+
+// TestErrorHandlerGoexit: an error handler that calls runtime.Goexit on a
+// pool worker or a ctx watcher leaves nothing behind; and an Observer that
+// calls it in TaskFinished does not keep the failure from the handler.
+func TestErrorHandlerGoexit(t *testing.T) {
+	bg := context.Background()
+	t.Run("handler", func(t *testing.T) {
+		armed := new(atomic.Bool)
+		e, err := executor.New[string](executor.WithErrorHandler(func(any, error) {
+			if armed.CompareAndSwap(true, false) {
+				runtime.Goexit()
+			}
+		}), executor.WithWorkers(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		armed.Store(true)
+		if err := e.Go(bg, "a", func(context.Context) error { return errors.New("fails") }); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the handler's Goexit", func() bool { return !armed.Load() })
+		release := occupy(t, e, "a")
+		armed.Store(true)
+		ctx, cancel := context.WithCancel(bg)
+		if err := e.Go(ctx, "a", nop); err != nil {
+			t.Fatal(err)
+		}
+		cancel() // the watcher reports the cancellation to the handler
+		eventually(t, "the handler's Goexit on cancellation", func() bool { return !armed.Load() })
+		release()
+		waitIdle(t, e)
+		doEach(t, e, "a", "b")
+		closeWithin(t, e)
+	})
+	t.Run("observer first", func(t *testing.T) {
+		obs := &exitingObserver{on: "finished"}
+		got := make(chan error, 1)
+		e, err := executor.New[string](executor.WithObserver(obs), executor.WithErrorHandler(func(_ any, err error) { got <- err }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		obs.armed.Store(true)
+		if err := e.Go(bg, "a", func(context.Context) error { return errors.New("fails") }); err != nil {
+			t.Fatal(err)
+		}
+		if err := recv(t, "the error handler", got); err == nil || err.Error() != "fails" {
+			t.Errorf("error handler: got %v; want the task's error", err)
+		}
+		waitIdle(t, e)
+		closeWithin(t, e)
+	})
+}
+
+// TestSlowObserverGoexit: a TaskSlow that calls runtime.Goexit ends the
+// slow-task watcher's goroutine; a fresh one takes over, so later slow
+// tasks are still reported, and Close still stops it.
+func TestSlowObserverGoexit(t *testing.T) {
+	obs := &exitingObserver{on: "slow"}
+	e, err := executor.New[string](executor.WithObserver(obs), executor.WithSlowTaskWarning(time.Millisecond),
+		executor.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs.armed.Store(true)
+	release := occupy(t, e, "a")
+	eventually(t, "the Observer's Goexit in TaskSlow", obs.fired.Load)
+	release()
+	waitIdle(t, e)
+	before := e.Stats().Slow
+	release = occupy(t, e, "b")
+	eventually(t, "a slow task reported after the Goexit", func() bool { return e.Stats().Slow > before })
+	release()
+	waitIdle(t, e)
+	closeWithin(t, e)
+}
+
+// detachExits is an Observer whose Detach calls runtime.Goexit.
+type detachExits struct{ exitingObserver }
+
+func (*detachExits) Detach(executor.Gauges) { runtime.Goexit() }
+
+// TestCloseGoexit: a Close whose caller exits in the Observer's Detach
+// still closes: a later Close returns nil at once.
+func TestCloseGoexit(t *testing.T) {
+	obs := &detachExits{}
+	e, err := executor.New[string](executor.WithObserver(obs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Do(context.Background(), "a", nop); err != nil {
+		t.Fatal(err)
+	}
+	if !exits(t, "Close with a Detach that exits", func() { e.Close(context.Background()) }) {
+		t.Fatal("Close returned to a caller whose Detach called Goexit; want its goroutine to exit")
+	}
+	closeWithin(t, e)
+}
