@@ -10,6 +10,7 @@ package executor_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -371,6 +372,137 @@ func TestCloseGoexit(t *testing.T) {
 	}
 	if !exits(t, "Close with a Detach that exits", func() { e.Close(context.Background()) }) {
 		t.Fatal("Close returned to a caller whose Detach called Goexit; want its goroutine to exit")
+	}
+	closeWithin(t, e)
+}
+
+// randomExits is an Observer and error handler that calls runtime.Goexit
+// at about one event in every n, while on is set.
+type randomExits struct {
+	n     uint64
+	on    atomic.Bool
+	exits atomic.Int64
+}
+
+func (o *randomExits) hit() {
+	if o.on.Load() && rand.Uint64N(o.n) == 0 {
+		o.exits.Add(1)
+		runtime.Goexit()
+	}
+}
+func (o *randomExits) TaskAccepted()                                { o.hit() }
+func (o *randomExits) TaskRejected(executor.Reason)                 { o.hit() }
+func (o *randomExits) TaskStarted(time.Duration)                    { o.hit() }
+func (o *randomExits) TaskFinished(time.Duration, executor.Outcome) { o.hit() }
+func (o *randomExits) TaskCanceled()                                { o.hit() }
+func (o *randomExits) handle(any, error)                            { o.hit() }
+
+// randomCore is a zap core through which a randomExits exits too, as it
+// writes (the executor logs task panics, and samples refusals and
+// cancellations at info level).
+type randomCore struct{ o *randomExits }
+
+func (c randomCore) Enabled(zapcore.Level) bool        { return true }
+func (c randomCore) With([]zapcore.Field) zapcore.Core { return c }
+func (c randomCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return ce.AddCore(ent, c)
+}
+func (c randomCore) Write(zapcore.Entry, []zapcore.Field) error { c.o.hit(); return nil }
+func (randomCore) Sync() error                                  { return nil }
+
+// TestCallbacksGoexitStress: under mixed concurrent load (Do, DoShared,
+// DoMany, nested Do, Go, Submit, cancellations, a per-key cap, failing and
+// panicking tasks) an Observer, an error handler and a logger that call
+// runtime.Goexit at random, on whichever goroutine they run, never let two
+// tasks of a key overlap, never leave an accepted task unaccounted for, and
+// leave nothing behind: the executor goes idle, every key takes new work
+// and Close returns (goleak in TestMain). On the commit before the
+// callbacks' Goexits were contained, it wedges within a few hundred
+// operations.
+func TestCallbacksGoexitStress(t *testing.T) {
+	cb := &randomExits{n: 40}
+	e, err := executor.New[int](executor.WithObserver(cb), executor.WithErrorHandler(cb.handle),
+		executor.WithWorkers(2), executor.WithMaxQueuePerKey(8), executor.WithLogger(zap.New(randomCore{cb})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const keys = 6
+	var occ occupancies[int]
+	body := func(shared bool, ks ...int) func(context.Context) error {
+		return func(context.Context) error {
+			for _, k := range ks {
+				occ.of(k).enter(shared)
+			}
+			runtime.Gosched()
+			for _, k := range ks {
+				occ.of(k).exit(shared)
+			}
+			switch rand.IntN(16) {
+			case 0, 1:
+				return errors.New("fails") // for the error handler
+			case 2:
+				panic("boom") // for the logger
+			}
+			return nil
+		}
+	}
+	bg := context.Background()
+	ops := []func(k int){
+		func(k int) { e.Do(bg, k, body(false, k)) },
+		func(k int) { e.DoShared(bg, k, body(true, k)) },
+		func(k int) { e.DoMany(bg, []int{k, (k + 1) % keys}, body(false, k, (k+1)%keys)) },
+		func(k int) {
+			e.Do(bg, k, func(ctx context.Context) error {
+				return e.Do(ctx, (k+1)%keys, body(false, (k+1)%keys))
+			})
+		},
+		func(k int) { e.Go(bg, k, body(false, k)) },
+		func(k int) {
+			if task, err := e.Submit(bg, k, body(false, k)); err == nil {
+				task.Wait(bg)
+			}
+		},
+		func(k int) {
+			ctx, cancel := context.WithCancel(bg)
+			time.AfterFunc(time.Duration(rand.IntN(200))*time.Microsecond, cancel)
+			if rand.IntN(2) == 0 {
+				e.Do(ctx, k, body(false, k))
+			} else {
+				e.Go(ctx, k, body(false, k))
+			}
+		},
+	}
+	cb.on.Store(true)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	give := time.After(patience) // a wedged executor fails the test, never hangs it
+	for i := range 3000 {
+		select {
+		case sem <- struct{}{}:
+		case <-give:
+			t.Fatalf("gave up after %d operations: every caller in flight is stuck", i)
+		}
+		wg.Go(func() {
+			defer func() { <-sem }() // runs even if the goroutine exits
+			ops[i%len(ops)](rand.IntN(keys))
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	recv(t, "the callers to return or exit", done)
+	cb.on.Store(false)
+	if cb.exits.Load() == 0 {
+		t.Fatal("no callback called Goexit; the test tested nothing")
+	}
+	s := waitIdle(t, e)
+	t.Logf("%d Goexits in callbacks; %+v", cb.exits.Load(), s)
+	if n := occ.overlaps(); n != 0 {
+		t.Errorf("%d overlapping runs on one key", n)
+	}
+	for k := range keys {
+		if _, err := attempt(t, "Do after the Goexits", func() error { return e.Do(bg, k, nop) }); err != nil {
+			t.Errorf("Do(%d) after the Goexits: %v", k, err)
+		}
 	}
 	closeWithin(t, e)
 }
