@@ -506,3 +506,68 @@ func TestCallbacksGoexitStress(t *testing.T) {
 	}
 	closeWithin(t, e)
 }
+
+// alwaysExits is an Observer that calls runtime.Goexit in every
+// TaskCanceled while on is set.
+type alwaysExits struct {
+	exitingObserver
+	on    atomic.Bool
+	exits atomic.Int64
+}
+
+func (o *alwaysExits) TaskCanceled() {
+	if o.on.Load() {
+		o.exits.Add(1)
+		runtime.Goexit()
+	}
+}
+
+// TestGiveUpGoexit: a giving-up Close takes queued plain tasks out of
+// their queue and ends them with ErrClosed; an Observer that calls
+// runtime.Goexit in every TaskCanceled ends Close's goroutine, but every
+// one of those tasks still ends (none is lost), and a later Close returns.
+func TestGiveUpGoexit(t *testing.T) {
+	bg := context.Background()
+	obs := &alwaysExits{}
+	e, err := executor.New[string](executor.WithObserver(obs), executor.WithLogger(zap.NewNop()),
+		executor.WithErrorHandler(func(any, error) {}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, release := make(chan struct{}), make(chan struct{})
+	if err := e.Go(bg, "a", func(context.Context) error { close(started); <-release; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, "the blocker to start", started)
+	var tasks []*executor.Task
+	for range 4 {
+		task, err := e.Submit(bg, "a", nop) // plain tasks, queued behind the blocker
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+		if err := e.Go(bg, "a", nop); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obs.on.Store(true)
+	short, cancel := context.WithTimeout(bg, 10*time.Millisecond)
+	defer cancel()
+	if !exits(t, "a giving-up Close whose Observer exits", func() { e.Close(short) }) {
+		t.Fatal("Close returned to a caller whose Observer called Goexit; want its goroutine to exit")
+	}
+	for i, task := range tasks {
+		if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, executor.ErrClosed) {
+			t.Errorf("task %d: got %v; want ErrClosed", i, err)
+		}
+	}
+	if n := obs.exits.Load(); n != 8 {
+		t.Errorf("TaskCanceled exited %d times; want 8 (once per queued task)", n)
+	}
+	obs.on.Store(false)
+	close(release)
+	closeWithin(t, e)
+	if s := e.Stats(); !balanced(s) || s.Canceled != 8 {
+		t.Errorf("Stats after Close: %+v; want them balanced, with 8 canceled", s)
+	}
+}
