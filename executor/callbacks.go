@@ -21,11 +21,13 @@ import (
 //
 // A runtime.Goexit cannot be contained: the goroutine exits. Three rules
 // make it leave nothing behind, wherever a callback runs: a task is
-// accounted for before any callback hears of it (see ended, abandoned);
-// whatever the calling goroutine holds (a key, a slot, a reservation, a
-// task not yet settled) is given back in a deferred call (see runHeld,
-// cancel, wait, observeHeld, observeLent); and a loop over tasks that calls
-// back goes on as the goroutine exits (forEach).
+// accounted for before any callback hears of it (see finished, abandoned,
+// Batcher.end); whatever the calling goroutine holds (a key, a slot, a
+// reservation, a task not yet settled) is given back in a deferred call
+// (see runHeld, cancel, withdraw, observeHeld, observeLent); and a loop
+// over tasks that calls back goes on as the goroutine exits (forEach).
+// Deferred calls in a frame that callers block in are kept out of it
+// (see withdraw).
 
 // defaultLogger is what an executor logs to without WithLogger: errors only
 // (recovered panics and unread failures), as JSON lines on stderr, and
