@@ -571,3 +571,22 @@ func TestGiveUpGoexit(t *testing.T) {
 		t.Errorf("Stats after Close: %+v; want them balanced, with 8 canceled", s)
 	}
 }
+
+// attachExits is an Observer whose Attach calls runtime.Goexit.
+type attachExits struct{ exitingObserver }
+
+func (*attachExits) Attach(executor.Gauges) { runtime.Goexit() }
+
+// TestNewGoexit: a New whose Observer's Attach calls runtime.Goexit ends
+// its caller's goroutine and leaves no goroutine of the half-made executor
+// behind (goleak in TestMain), with or without a slow-task watcher.
+func TestNewGoexit(t *testing.T) {
+	for _, opts := range [][]executor.Option{
+		{executor.WithObserver(&attachExits{})},
+		{executor.WithObserver(&attachExits{}), executor.WithSlowTaskWarning(time.Millisecond), executor.WithLogger(zap.NewNop())},
+	} {
+		if !exits(t, "New with an Attach that exits", func() { executor.New[string](opts...) }) {
+			t.Fatal("New returned to a caller whose Attach called Goexit; want its goroutine to exit")
+		}
+	}
+}
