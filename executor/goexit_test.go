@@ -61,130 +61,177 @@ func occupy(t *testing.T, e *executor.Executor[string], key string) (release fun
 	return func() { close(done) }
 }
 
+// stage is what a scenario's run gets: the executor, the release of the
+// busy task (if any), and watchers that run f once a submission has queued
+// or parked, which the test stops, and waits for, once run has ended.
+type stage struct {
+	e       *executor.Executor[string]
+	release func()
+	parks   *parkingPolicy
+	stop    chan struct{}
+	wg      sync.WaitGroup
+}
+
+// when runs f on a goroutine of its own once cond holds, unless the test
+// stops the stage first (run exited before it got that far).
+func (s *stage) when(cond func() bool, f func()) {
+	s.wg.Go(func() {
+		for d := 10 * time.Microsecond; !cond(); d = min(2*d, time.Millisecond) {
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(d):
+			}
+		}
+		f()
+	})
+}
+
+// whenQueued runs f once a task waits in a queue behind the busy one
+// (key a then has two pending).
+func (s *stage) whenQueued(f func()) { s.when(func() bool { return s.e.MaxKeyPending() >= 2 }, f) }
+
+// whenParked runs f once the next submission is sent to the waiting room:
+// the Policy said Wait under the key's lock, which the busy task's end
+// then waits for.
+func (s *stage) whenParked(f func()) {
+	n := s.parks.waits.Load()
+	s.when(func() bool { return s.parks.waits.Load() > n }, f)
+}
+
+// parkingPolicy is backpressure.Block that counts its Wait verdicts: each
+// sends a submission to its key's waiting room.
+type parkingPolicy struct{ waits atomic.Int64 }
+
+func (p *parkingPolicy) Decide(l backpressure.Load) backpressure.Verdict {
+	v := backpressure.Block().Decide(l)
+	if v == backpressure.Wait {
+		p.waits.Add(1)
+	}
+	return v
+}
+
 // goexitScenario is one way to reach the Observer's events: run, on a
 // goroutine of its own (which may exit), with the events it must produce.
 // If busy, a task occupies key a first (before the Observer is armed)
-// until run calls release, or run ends.
+// until run calls release, or run ends; if waiting, a key at its cap (1)
+// has submissions wait for room.
 type goexitScenario struct {
-	name   string
-	opts   []executor.Option
-	events []string
-	busy   bool
-	closes bool // run closes the executor
-	run    func(e *executor.Executor[string], release func())
+	name    string
+	opts    []executor.Option
+	events  []string
+	busy    bool
+	waiting bool
+	closes  bool // run closes the executor
+	run     func(s *stage)
 }
 
 func goexitScenarios() []goexitScenario {
 	bg := context.Background()
 	ran := []string{"accepted", "started", "finished"}
 	fails := func(context.Context) error { return errors.New("fails") }
-	// later runs f after a moment, on a goroutine of its own.
-	later := func(f func()) { time.AfterFunc(5*time.Millisecond, f) }
-	// waiting: a key at its cap has submissions wait for room.
-	waiting := []executor.Option{executor.WithMaxQueuePerKey(1), executor.WithPolicy(backpressure.Block())}
-	type ex = *executor.Executor[string]
 	return []goexitScenario{
-		{name: "Do", events: ran, run: func(e ex, _ func()) { e.Do(bg, "a", nop) }},
-		{name: "DoFails", events: ran, run: func(e ex, _ func()) { e.Do(bg, "a", fails) }},
-		{name: "DoCancelable", events: ran, run: func(e ex, _ func()) {
+		{name: "Do", events: ran, run: func(s *stage) { s.e.Do(bg, "a", nop) }},
+		{name: "DoFails", events: ran, run: func(s *stage) { s.e.Do(bg, "a", fails) }},
+		{name: "DoCancelable", events: ran, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			e.Do(ctx, "a", nop)
+			s.e.Do(ctx, "a", nop)
 		}},
-		{name: "DoQueued", events: ran, busy: true, run: func(e ex, release func()) {
-			later(release)
-			e.Do(bg, "a", nop)
+		{name: "DoQueued", events: ran, busy: true, run: func(s *stage) {
+			s.whenQueued(s.release)
+			s.e.Do(bg, "a", nop)
 		}},
-		{name: "DoNested", events: ran, run: func(e ex, _ func()) {
-			e.Do(bg, "b", func(ctx context.Context) error { return e.Do(ctx, "a", nop) })
+		{name: "DoNested", events: ran, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error { return s.e.Do(ctx, "a", nop) })
 		}},
-		{name: "DoNestedOneWorker", opts: []executor.Option{executor.WithWorkers(1)}, events: ran, run: func(e ex, _ func()) {
-			e.Do(bg, "b", func(ctx context.Context) error { return e.Do(ctx, "a", nop) })
+		{name: "DoNestedOneWorker", opts: []executor.Option{executor.WithWorkers(1)}, events: ran, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error { return s.e.Do(ctx, "a", nop) })
 		}},
-		{name: "DoNestedQueued", events: ran, busy: true, run: func(e ex, release func()) {
-			e.Do(bg, "b", func(ctx context.Context) error {
-				later(release)
-				return e.Do(ctx, "a", nop)
+		{name: "DoNestedQueued", events: ran, busy: true, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error {
+				s.whenQueued(s.release)
+				return s.e.Do(ctx, "a", nop)
 			})
 		}},
-		{name: "DoShared", events: ran, run: func(e ex, _ func()) { e.DoShared(bg, "a", nop) }},
-		{name: "DoMany", events: ran, run: func(e ex, _ func()) { e.DoMany(bg, []string{"a", "b"}, nop) }},
-		{name: "Go", events: ran, run: func(e ex, _ func()) { e.Go(bg, "a", nop) }},
-		{name: "GoFails", events: ran, run: func(e ex, _ func()) { e.Go(bg, "a", fails) }},
-		{name: "GoCancelable", events: ran, run: func(e ex, _ func()) {
+		{name: "DoShared", events: ran, run: func(s *stage) { s.e.DoShared(bg, "a", nop) }},
+		{name: "DoMany", events: ran, run: func(s *stage) { s.e.DoMany(bg, []string{"a", "b"}, nop) }},
+		{name: "Go", events: ran, run: func(s *stage) { s.e.Go(bg, "a", nop) }},
+		{name: "GoFails", events: ran, run: func(s *stage) { s.e.Go(bg, "a", fails) }},
+		{name: "GoCancelable", events: ran, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
-			e.Go(ctx, "a", func(context.Context) error { cancel(); return nil })
+			s.e.Go(ctx, "a", func(context.Context) error { cancel(); return nil })
 		}},
-		{name: "Submit", events: ran, run: func(e ex, _ func()) {
-			if task, err := e.Submit(bg, "a", nop); err == nil {
+		{name: "Submit", events: ran, run: func(s *stage) {
+			if task, err := s.e.Submit(bg, "a", nop); err == nil {
 				task.Wait(bg)
 			}
 		}},
-		{name: "SubmitCancelable", events: ran, run: func(e ex, _ func()) {
+		{name: "SubmitCancelable", events: ran, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
 			defer cancel()
-			if task, err := e.Submit(ctx, "a", nop); err == nil {
+			if task, err := s.e.Submit(ctx, "a", nop); err == nil {
 				task.Wait(bg)
 			}
 		}},
-		{name: "Batcher", events: ran, busy: true, run: func(e ex, release func()) {
-			b, err := executor.NewBatcher(e, func(context.Context, string, []int) error { return nil })
+		{name: "Batcher", events: ran, busy: true, run: func(s *stage) {
+			b, err := executor.NewBatcher(s.e, func(context.Context, string, []int) error { return nil })
 			if err != nil {
 				return
 			}
 			task, err := b.Submit(bg, "a", 1)
 			b.Submit(bg, "a", 2)
-			release()
+			s.release()
 			if err == nil {
 				task.Wait(bg)
 			}
 			b.Do(bg, "a", 3)
 		}},
-		{name: "DoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+		{name: "DoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
-			later(cancel)
-			e.Do(ctx, "a", nop)
+			s.whenQueued(cancel)
+			s.e.Do(ctx, "a", nop)
 		}},
-		{name: "DoNestedCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
-			e.Do(bg, "b", func(ctx context.Context) error {
+		{name: "DoNestedCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error {
 				ctx, cancel := context.WithCancel(ctx)
-				later(cancel)
-				return e.Do(ctx, "a", nop)
+				s.whenQueued(cancel)
+				return s.e.Do(ctx, "a", nop)
 			})
 		}},
-		{name: "SubmitCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+		{name: "SubmitCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
-			task, err := e.Submit(ctx, "a", nop)
+			task, err := s.e.Submit(ctx, "a", nop)
 			cancel()
 			if err == nil {
 				task.Wait(bg)
 			}
 		}},
-		{name: "GoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(e ex, _ func()) {
+		{name: "GoCanceled", events: []string{"accepted", "canceled"}, busy: true, run: func(s *stage) {
 			ctx, cancel := context.WithCancel(bg)
-			e.Go(ctx, "a", nop)
+			s.e.Go(ctx, "a", nop)
 			cancel()
 		}},
 		{name: "Rejected", opts: []executor.Option{executor.WithMaxQueuePerKey(1)}, events: []string{"rejected"}, busy: true,
-			run: func(e ex, _ func()) { e.Do(bg, "a", nop) }},
-		{name: "Parked", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
-			later(release)
-			e.Do(bg, "a", nop)
+			run: func(s *stage) { s.e.Do(bg, "a", nop) }},
+		{name: "Parked", waiting: true, events: ran, busy: true, run: func(s *stage) {
+			s.whenParked(s.release)
+			s.e.Do(bg, "a", nop)
 		}},
-		{name: "ParkedGo", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
-			later(release)
-			e.Go(bg, "a", nop)
+		{name: "ParkedGo", waiting: true, events: ran, busy: true, run: func(s *stage) {
+			s.whenParked(s.release)
+			s.e.Go(bg, "a", nop)
 		}},
-		{name: "ParkedNested", opts: waiting, events: ran, busy: true, run: func(e ex, release func()) {
-			e.Do(bg, "b", func(ctx context.Context) error {
-				later(release)
-				return e.Do(ctx, "a", nop)
+		{name: "ParkedNested", waiting: true, events: ran, busy: true, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error {
+				s.whenParked(s.release)
+				return s.e.Do(ctx, "a", nop)
 			})
 		}},
-		{name: "ParkedNestedClosed", opts: waiting, events: []string{"rejected"}, busy: true, closes: true, run: func(e ex, _ func()) {
-			e.Do(bg, "b", func(ctx context.Context) error {
-				later(func() { e.Close(bg) })
-				return e.Do(ctx, "a", nop)
+		{name: "ParkedNestedClosed", waiting: true, events: []string{"rejected"}, busy: true, closes: true, run: func(s *stage) {
+			s.e.Do(bg, "b", func(ctx context.Context) error {
+				s.whenParked(func() { s.e.Close(bg) })
+				return s.e.Do(ctx, "a", nop)
 			})
 		}},
 	}
@@ -198,19 +245,27 @@ func TestObserverGoexit(t *testing.T) {
 		for _, ev := range sc.events {
 			t.Run(sc.name+"/"+ev, func(t *testing.T) {
 				obs := &exitingObserver{on: ev}
+				s := &stage{release: func() {}, parks: &parkingPolicy{}, stop: make(chan struct{})}
 				opts := append([]executor.Option{executor.WithObserver(obs), executor.WithWorkers(2),
 					executor.WithLogger(zap.NewNop()), executor.WithErrorHandler(func(any, error) {})}, sc.opts...)
+				if sc.waiting {
+					opts = append(opts, executor.WithMaxQueuePerKey(1), executor.WithPolicy(s.parks))
+				}
 				e, err := executor.New[string](opts...)
 				if err != nil {
 					t.Fatal(err)
 				}
-				release := func() {}
+				s.e = e
 				if sc.busy {
-					release = sync.OnceFunc(occupy(t, e, "a"))
+					s.release = sync.OnceFunc(occupy(t, e, "a"))
 				}
 				obs.armed.Store(true)
-				exits(t, sc.name, func() { sc.run(e, release) })
-				release()
+				exits(t, sc.name, func() { sc.run(s) })
+				close(s.stop)
+				s.release()
+				watched := make(chan struct{})
+				go func() { s.wg.Wait(); close(watched) }()
+				recv(t, "the scenario's watchers", watched)
 				eventually(t, "the Observer's "+ev+" event", obs.fired.Load)
 				waitIdle(t, e)
 				if !sc.closes {
