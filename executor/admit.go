@@ -268,22 +268,15 @@ func (e *Executor[K]) observeAccepted() {
 	}
 }
 
-// observeHeld reports the acceptance of a task (with context c, keys multi
-// and unread as for abandoned) that holds its key on the caller's goroutine
-// and is about to run there. If TaskAccepted calls runtime.Goexit, the task
-// will never run: it is accounted as canceled as the goroutine exits, and
-// the caller's deferred calls then give back what it holds.
-func (e *Executor[K]) observeHeld(c *taskCtx[K], multi *[]K, unread bool) {
-	if e.obs != nil {
-		e.tellHeld(c, multi, unread)
-	}
-}
-
-func (e *Executor[K]) tellHeld(c *taskCtx[K], multi *[]K, unread bool) {
+// tellAccepted tells the Observer of an acceptance, for a caller that
+// holds what a runtime.Goexit in TaskAccepted must not leave behind: if the
+// Observer calls it, exited runs as the goroutine exits. The caller checks
+// that there is an Observer, so that the path without one pays nothing.
+func (e *Executor[K]) tellAccepted(exited func()) {
 	told := false
 	defer func() {
 		if !told {
-			e.abandoned(c, multi, unread, ErrGoexit)
+			exited()
 		}
 	}()
 	e.obs.TaskAccepted()
@@ -297,19 +290,8 @@ func (e *Executor[K]) tellHeld(c *taskCtx[K], multi *[]K, unread bool) {
 // hands on a slot it does not hold.
 func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
 	if e.obs != nil {
-		e.tellLent(outer, lent)
+		e.tellAccepted(func() { outer.unlend(e.runner, lent) })
 	}
-}
-
-func (e *Executor[K]) tellLent(outer *taskCtx[K], lent bool) {
-	told := false
-	defer func() {
-		if !told {
-			outer.unlend(e.runner, lent)
-		}
-	}()
-	e.obs.TaskAccepted()
-	told = true
 }
 
 // abandon ends an accepted task that will never run (already taken out of

@@ -24,7 +24,7 @@ import (
 // accounted for before any callback hears of it (see finished, abandoned,
 // Batcher.end); whatever the calling goroutine holds (a key, a slot, a
 // reservation, a task not yet settled) is given back in a deferred call
-// (see runHeld, cancel, withdraw, observeHeld, observeLent); and a loop
+// (see runHeld, cancel, withdraw, tellAccepted); and a loop
 // over tasks that calls back goes on as the goroutine exits (forEach).
 // Deferred calls in a frame that callers block in are kept out of it
 // (see withdraw).

@@ -213,15 +213,18 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 // then gives back its hold, the slot and its reservation: the caller reads
 // j.err and reuses j. They are given back in a deferred call, so that a
 // runtime.Goexit (in fn or in a callback) leaves nothing behind either: j
-// is accounted for by then (see observeHeld and Run), the caller's
-// goroutine exits (as Goexit requires) and j is left to the GC.
+// is accounted for by then (see Run; if TaskAccepted exits, j never runs
+// and is accounted as canceled), the caller's goroutine exits (as Goexit
+// requires) and j is left to the GC.
 func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 	defer func() {
 		j.turn.Vacate()
 		outer.giveSlot(e.runner, s)
 		e.unreserve()
 	}()
-	e.observeHeld(j.ctx, j.multi, j.unread)
+	if e.obs != nil {
+		e.tellAccepted(func() { e.abandon(j, ErrGoexit) })
+	}
 	j.Run()
 }
 

@@ -89,8 +89,9 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 // is not run and is accounted as canceled. The hold, the slot and the
 // reservation are given back in a deferred call, so that a runtime.Goexit
 // (in fn or in a callback) leaves nothing behind either: the task is
-// accounted for by then (see observeHeld and invoke), and the caller's
-// goroutine exits, as Goexit requires.
+// accounted for by then (see invoke; if TaskAccepted exits, the task never
+// runs and is accounted as canceled), and the caller's goroutine exits, as
+// Goexit requires.
 func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
 	outer *taskCtx[K], s slot) (err error) {
 	defer func() {
@@ -98,7 +99,9 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		outer.giveSlot(e.runner, s)
 		e.unreserve()
 	}()
-	e.observeHeld(c, nil, false)
+	if e.obs != nil {
+		e.tellAccepted(func() { e.abandoned(c, nil, false, ErrGoexit) })
+	}
 	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
