@@ -1,7 +1,7 @@
 package executor_test
 
-// Callbacks that call runtime.Goexit (as a t.FailNow in a test's Observer,
-// error handler or logger does). Goexit cannot be stopped: the goroutine it
+// Callbacks that call runtime.Goexit (as a t.FailNow in a test's Policy,
+// Observer, error handler or logger does; fn's Goexit is TestGoexit's). Goexit cannot be stopped: the goroutine it
 // runs on exits, whether it is a caller's, a pool worker's or a ctx
 // watcher's. What the executor owes is that nothing is left behind: no key
 // held, no slot or reservation taken, no task unaccounted for, and Close
@@ -23,6 +23,103 @@ import (
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
+
+// exitingPolicy admits everything, or, while exit is set, calls
+// runtime.Goexit in Decide (as a t.FailNow in a test's policy would).
+type exitingPolicy struct{ exit *atomic.Bool }
+
+func (p exitingPolicy) Decide(backpressure.Load) backpressure.Verdict {
+	if p.exit.Load() {
+		runtime.Goexit()
+	}
+	return backpressure.Admit
+}
+
+// TestPolicyGoexit: a Policy that calls runtime.Goexit ends the calling
+// goroutine, as Goexit requires, and leaves nothing behind: the submission
+// is not accepted, no lock or reservation stays taken (the key's shard and
+// every other key go on), no DoMany entry stays queued, and Close returns.
+func TestPolicyGoexit(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []executor.Option
+		fill bool // the policy is asked only once the cap is reached
+	}{
+		{"per-key cap", []executor.Option{executor.WithMaxQueuePerKey(1)}, false},
+		{"global cap", []executor.Option{executor.WithMaxPending(1)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			exit := new(atomic.Bool)
+			opts := append([]executor.Option{executor.WithPolicy(exitingPolicy{exit}), executor.WithLogger(zap.NewNop())}, tc.opts...)
+			e, err := executor.New[string](opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g *gate
+			if tc.fill {
+				g, _ = block(t, e, "x")
+			}
+			before := e.Stats()
+			exit.Store(true)
+			for name, f := range keyMethods(e, "b", "a") {
+				if !exits(t, name+" with an exiting Policy", func() { f() }) {
+					t.Errorf("%s returned to a caller whose Policy called Goexit; want its goroutine to exit", name)
+				}
+			}
+			exit.Store(false)
+			if s := e.Stats(); s.Submitted != before.Submitted {
+				t.Errorf("Stats.Submitted after the Goexits: %d; want %d (none accepted)", s.Submitted, before.Submitted)
+			}
+			if g != nil {
+				g.open()
+				waitIdle(t, e) // under the global cap again
+			}
+			for name, f := range keyMethods(e, "b", "a") {
+				if _, err := attempt(t, name+" after the Goexits", f); err != nil {
+					t.Errorf("%s after the Goexits: got %v; want nil", name, err)
+				}
+				waitIdle(t, e) // a Go or Submit still running would fill the cap
+			}
+			waitIdle(t, e)
+			closeWithin(t, e)
+		})
+	}
+}
+
+// countingExitPolicy admits until its nth question, where it calls
+// runtime.Goexit.
+type countingExitPolicy struct {
+	asked *atomic.Int32
+	n     int32
+}
+
+func (p countingExitPolicy) Decide(backpressure.Load) backpressure.Verdict {
+	if p.asked.Add(1) == p.n {
+		runtime.Goexit()
+	}
+	return backpressure.Admit
+}
+
+// TestPolicyGoexitDoMany: a Policy that calls runtime.Goexit about a
+// DoMany's second key, once the first key's entry is queued, leaves that
+// entry behind in no queue: both keys take new work, and Close returns.
+func TestPolicyGoexitDoMany(t *testing.T) {
+	bg := context.Background()
+	asked := new(atomic.Int32)
+	e, err := executor.New[string](executor.WithPolicy(countingExitPolicy{asked, 2}),
+		executor.WithMaxQueuePerKey(4), executor.WithLogger(zap.NewNop()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !exits(t, "DoMany with a Policy that exits on its second key", func() { e.DoMany(bg, []string{"b", "a"}, nop) }) {
+		t.Fatal("DoMany returned to a caller whose Policy called Goexit; want its goroutine to exit")
+	}
+	doEach(t, e, "b", "a")
+	if s := waitIdle(t, e); s.Submitted != 2 {
+		t.Errorf("Stats.Submitted: got %d; want 2 (the DoMany was never accepted)", s.Submitted)
+	}
+	closeWithin(t, e)
+}
 
 // exitingObserver calls runtime.Goexit in the first event named on after
 // it is armed, and records that it did.

@@ -202,3 +202,27 @@ func (c *concurrency) enter() {
 }
 
 func (c *concurrency) exit() { c.cur.Add(-1) }
+
+// exits runs f on a goroutine of its own and reports whether that goroutine
+// exited without f returning (runtime.Goexit); it fails the test if f does
+// neither within patience.
+func exits(t *testing.T, what string, f func()) bool {
+	t.Helper()
+	returned := make(chan bool, 2) // true, then false, if f returns
+	go func() {
+		defer func() { returned <- false }()
+		f()
+		returned <- true
+	}()
+	return !recv(t, what, returned)
+}
+
+// doEach checks that a Do on each key runs, within patience.
+func doEach(t *testing.T, e *executor.Executor[string], keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		if _, err := attempt(t, "Do "+k, func() error { return e.Do(context.Background(), k, nop) }); err != nil {
+			t.Errorf("Do(%s) after the Goexit: got %v; want nil", k, err)
+		}
+	}
+}
