@@ -176,3 +176,78 @@ func TestRetireRace(t *testing.T) {
 	}
 	waitIdle(t, e)
 }
+
+// TestUncontendedDoRetires: a Do that finds its key idle gives its hold
+// back without the shard lock when nobody came for the key (a fast hold);
+// the key counts as retired at once all the same, and whoever comes for
+// the key while fn runs, to queue or to wait for room, is handed the key
+// when fn returns.
+func TestUncontendedDoRetires(t *testing.T) {
+	bg := context.Background()
+
+	t.Run("at once", func(t *testing.T) {
+		e := newExec[string](t)
+		for i := range 200 {
+			if err := e.Do(bg, fmt.Sprint(i%7), nop); err != nil {
+				t.Fatal(err)
+			}
+			if n := e.ActiveKeys(); n != 0 {
+				t.Fatalf("ActiveKeys right after Do %d returned: %d; want 0", i, n)
+			}
+		}
+		if s := e.Stats(); s.Submitted != 200 || s.Completed != 200 || !balanced(s) {
+			t.Errorf("Stats: %+v; want 200 submitted and completed, balanced", s)
+		}
+	})
+
+	t.Run("queued behind it", func(t *testing.T) {
+		e := newExec[string](t, executor.WithWorkers(2))
+		inside, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- e.Do(bg, "a", func(context.Context) error { close(inside); <-release; return nil })
+		}()
+		recv(t, "the first Do to start", inside)
+		ran := make(chan struct{})
+		if err := e.Go(bg, "a", func(context.Context) error { close(ran); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		task, err := e.Submit(bg, "a", nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		close(release)
+		if err := recv(t, "the first Do", done); err != nil {
+			t.Fatal(err)
+		}
+		recv(t, "the Go queued behind it", ran)
+		if err := task.Wait(bg); err != nil {
+			t.Fatal(err)
+		}
+		waitIdle(t, e)
+	})
+
+	t.Run("waiting for room behind it", func(t *testing.T) {
+		parks := new(parkingPolicy)
+		e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(1),
+			executor.WithPolicy(parks))
+		inside, release := make(chan struct{}), make(chan struct{})
+		done := make(chan error, 2)
+		go func() {
+			done <- e.Do(bg, "a", func(context.Context) error { close(inside); <-release; return nil })
+		}()
+		recv(t, "the first Do to start", inside)
+		go func() { done <- e.Do(bg, "a", nop) }()
+		// Block's Wait verdict is given under the key's lock, and the first
+		// Do's hold is given back under it too once revoked: the second
+		// parks before the first can hand the key on.
+		eventually(t, "the second Do to wait for room", func() bool { return parks.waits.Load() == 1 })
+		close(release)
+		for range 2 {
+			if err := recv(t, "both Dos", done); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitIdle(t, e)
+	})
+}

@@ -28,7 +28,12 @@
 // the submitting core wrote. A Do on an idle key with a slot free (its own,
 // or for a nested call its task's) is a plain task too: the caller holds
 // the mailbox with a mark that names no turn and runs fn itself, then gives
-// the hold back, handing the key to whatever queued meanwhile.
+// the hold back, handing the key to whatever queued meanwhile. If nothing
+// came for the key, and the router allows it (one such fast hold per shard),
+// the hold goes back in one compare-and-swap on the pending count, without
+// the lock; whoever locks the mailbox next settles it, and whoever comes for
+// the key while it is held first clears the bit that swap needs, so the
+// holder takes the lock as for any hold ("Fast holds" in plain.go).
 //
 // A runner owns the execution slots (the WithWorkers bound) and a FIFO
 // ready queue of work waiting for a slot, and starts drive loops on a pond

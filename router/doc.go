@@ -18,6 +18,16 @@
 // spare mailbox, and shard maps are rebuilt smaller after a burst: memory
 // follows the keys that are busy now, never the keys ever seen.
 //
+// One mailbox per shard may hold a fast hold: an uncontended Do that gives
+// its hold back in one atomic step, without the shard lock, when nobody came
+// for the key meanwhile. That mailbox is left idle but neither settled nor
+// retired; whoever takes the shard lock next settles it (Acquire of the
+// same key takes it up again as it is, with no retirement undone; any other
+// look at the shard retires it first), and whoever comes for the key while
+// the hold is taken revokes it, so the holder gives it back under the lock
+// as any hold. ActiveKeys stays exact: Live settles each shard's one
+// candidate before it counts.
+//
 // In striped mode (executor.WithStripes) the table is a fixed array of
 // mailboxes allocated once; keys hash onto them and nothing is ever created
 // or retired.

@@ -8,14 +8,22 @@ import (
 
 // plainHold stands in m.holder for an exclusive hold that has no Turn: a
 // drive loop's batch, or a plain task run on its caller's goroutine (see
-// HoldPlain).
-var plainHold Turn
+// HoldPlain). fastHold stands there for a plain hold that may be given back
+// without the lock (see "Fast holds" in plain.go).
+var plainHold, fastHold Turn
 
 // Owner is told, with the mailbox's lock held, when a mailbox is idle
 // (nothing queued, held, parked or driven) as its lock is released. It may
 // be told again while the mailbox stays idle.
+//
+// Linger asks, locked, whether the plain hold m is about to grant may be
+// given back without the lock (a fast hold, see plain.go). An owner that
+// says yes must call Claim on m whenever it hands m out locked, and must
+// settle m (Released, Claim) before it counts or walks its live
+// mailboxes: a fast hold given back leaves m idle but not yet retired.
 type Owner interface {
 	Retire(m *Mailbox)
+	Linger(m *Mailbox) bool
 }
 
 // Mailbox is one key's FIFO queue and the holds granted on it. Its fields
@@ -52,7 +60,10 @@ type Mailbox struct {
 
 	// The small fields last, packed (a mailbox lives as long as its key is
 	// busy: its size is most of what a waiting key costs).
-	pending atomic.Int32 // entries queued, holding or in a run; decremented unlocked only by the driver
+	// pending counts the entries queued, holding or in a run (see count);
+	// decremented unlocked only by the driver, and by a fast hold given
+	// back (see plain.go), which also sets fastBit in it.
+	pending atomic.Int32
 	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 	sharers int32        // shared holds granted
 	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
@@ -82,6 +93,12 @@ func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
 // key (locked).
 func (m *Mailbox) Reset(ring int) {
 	m.forget()
+	m.TrimRing(ring)
+}
+
+// TrimRing drops an idle mailbox's plain ring if it has grown past ring
+// slots (locked); the next plain task makes a fresh one.
+func (m *Mailbox) TrimRing(ring int) {
 	if q := m.plain; q != nil && len(q.buf) > ring {
 		q.buf, q.head = nil, 0
 	}
@@ -97,13 +114,16 @@ func (m *Mailbox) Lock() { m.mu.Lock() }
 func (m *Mailbox) Release() { m.unlockRetire() }
 
 // Pending is the number of tasks queued or holding (locked).
-func (m *Mailbox) Pending() int { return int(m.pending.Load()) }
+func (m *Mailbox) Pending() int { return int(m.count()) }
+
+// count is pending without fastBit.
+func (m *Mailbox) count() int32 { return m.pending.Load() &^ fastBit }
 
 // Parked is the number of submissions waiting for room (locked).
 func (m *Mailbox) Parked() int { return int(m.parked.Load()) }
 
 // Idle reports whether nothing is queued, held, parked or driven (locked).
-func (m *Mailbox) Idle() bool { return m.pending.Load() == 0 && m.parked.Load() == 0 && !m.driven }
+func (m *Mailbox) Idle() bool { return m.count() == 0 && m.parked.Load() == 0 && !m.driven }
 
 // ServiceTime estimates how long the key takes per task lately, from the
 // tasks it finished while a queue stood; 0 means no estimate, always so
@@ -160,7 +180,7 @@ func (m *Mailbox) unpark(e *Entry) {
 // caller then calls wake, as after any change to the queue (a running
 // batch need not: the drive loop finds them when the batch ends).
 func (m *Mailbox) promote() {
-	for m.parked.Load() > 0 && (m.limit == 0 || m.pending.Load() < m.limit) {
+	for m.parked.Load() > 0 && (m.limit == 0 || m.count() < m.limit) {
 		e := m.park.head
 		if !e.t.work.Promote() {
 			return // refused: the submitter takes it out (Unpark)
@@ -247,7 +267,7 @@ func (m *Mailbox) Head() *Turn {
 // Holder returns the task holding m exclusively, or nil (locked); nil too
 // while a drive loop runs a batch or a plain task holds m (HoldPlain).
 func (m *Mailbox) Holder() *Turn {
-	if m.holder == &plainHold {
+	if m.holder == &plainHold || m.holder == &fastHold {
 		return nil
 	}
 	return m.holder
@@ -339,7 +359,7 @@ func (m *Mailbox) link(e *Entry) {
 // measure starts the service-rate estimate when a task is about to be
 // queued behind another (locked): a queue forms.
 func (m *Mailbox) measure() {
-	if m.busySince == 0 && m.r.opt.MeasureService && m.pending.Load() > 0 {
+	if m.busySince == 0 && m.r.opt.MeasureService && m.count() > 0 {
 		m.busySince = time.Now().UnixNano()
 		m.served.Store(0)
 	}
@@ -373,7 +393,7 @@ func (m *Mailbox) unhold(e *Entry) {
 		m.holder = nil
 	}
 	if m.holder == nil && m.sharers == 0 {
-		m.heldSince.Store(0)
+		m.clearHeld()
 	}
 }
 
@@ -419,7 +439,8 @@ func (m *Mailbox) wake() bool {
 // after it retires.
 func (m *Mailbox) unlockRetire() {
 	mu := m.mu
-	if m.pending.Load() == 0 && !m.driven && m.parked.Load() == 0 {
+	m.settle()
+	if m.count() == 0 && !m.driven && m.parked.Load() == 0 {
 		m.owner.Retire(m)
 	}
 	mu.Unlock()
@@ -633,7 +654,7 @@ func (m *Mailbox) endBatch() {
 		m.cursor.Store(nil)
 	}
 	m.holder = nil
-	m.heldSince.Store(0)
+	m.clearHeld()
 	m.decay()
 	m.promote()
 }

@@ -72,10 +72,17 @@ func (l *runLog) get() []int {
 	return append([]int(nil), l.ids...)
 }
 
-// owner is a mailbox.Owner that counts retirements.
-type owner struct{ retired atomic.Int32 }
+// owner is a mailbox.Owner that counts retirements, and lets plain holds
+// be fast holds if fast is set (its one mailbox is the only one that could
+// have one, as Linger requires).
+type owner struct {
+	retired atomic.Int32
+	fast    bool
+}
 
 func (o *owner) Retire(*mailbox.Mailbox) { o.retired.Add(1) }
+
+func (o *owner) Linger(*mailbox.Mailbox) bool { return o.fast }
 
 // box is one mailbox with its lock, as the router would keep it.
 type box struct {

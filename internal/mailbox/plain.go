@@ -142,18 +142,109 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain, stamp in
 func (m *Mailbox) HoldPlain() {
 	if m.r.opt.Clock != nil {
 		m.heldSince.Store(m.r.opt.Clock())
+	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
+		m.holder = &fastHold
+		m.pending.Add(1 | fastBit)
+		return
 	}
 	m.holder = &plainHold
 	m.pending.Add(1)
 }
 
 // UnholdPlain gives back a hold taken by HoldPlain, and hands the key to
-// what queued behind it.
+// what queued behind it: a fast hold that nobody claimed meanwhile in one
+// atomic step, else under m's lock.
 func (m *Mailbox) UnholdPlain() {
+	if m.holder == &fastHold && m.pending.CompareAndSwap(1|fastBit, 0) {
+		return // m may be settled, retired and reused from here on
+	}
+	if unholdLocking != nil {
+		unholdLocking()
+	}
 	m.mu.Lock()
 	m.holder = nil
-	m.heldSince.Store(0)
+	m.clearHeld()
 	m.giveBack()
+}
+
+// Fast holds.
+//
+// Most Dos find their key idle, run fn on the caller's goroutine and leave
+// the key idle again (the uncontended Do). Giving such a hold back under
+// m's lock costs a second lock round trip per call, and a retirement that
+// the next call on the key undoes. A fast hold is given back in one atomic
+// step instead, when nobody has come for the key meanwhile:
+//
+//   - HoldPlain, when the owner allows it (Owner.Linger; never on a runner
+//     with a clock, since a hold it times must end under the lock), sets
+//     holder to fastHold and adds fastBit to pending with the hold's own
+//     count.
+//   - UnholdPlain swaps pending from exactly 1|fastBit to 0. That leaves m
+//     idle but still holder == fastHold and not retired: released. Nothing
+//     else changes, and the holder never touches m again.
+//   - Anyone else who comes for m, locked, calls Claim first: it clears
+//     fastBit (the revocation) if the hold is still taken, so that the
+//     holder's swap fails and it gives the hold back under the lock, as any
+//     hold; or it settles a released hold (holder back to nil). Every
+//     change to m after Claim is then made as if there had been no fast
+//     hold, and the swap and the revocation are one word's two CASes, so
+//     exactly one of them wins.
+//   - A released hold is settled too, and m then retired, by the next
+//     unlock of m (unlockRetire), and by the owner before it counts its
+//     live mailboxes (Released): the owner keeps at most one mailbox per
+//     lock in a fast hold (Linger), so it knows which to look at.
+//
+// While a fast hold is taken nothing is queued or parked on m (whoever
+// would be claimed it first), so no batch runs and the driver's unlocked
+// decrement of pending never meets fastBit.
+
+// unholdLocking, if set (by a test), is called as UnholdPlain turns to the
+// lock: a test can then order a revocation and what follows it.
+var unholdLocking func()
+
+// fastBit marks pending while a fast hold is taken and not revoked.
+const fastBit = 1 << 30
+
+// Claim prepares m, just locked by its owner for a caller that will
+// inspect or change it, for that caller (locked): a fast hold still taken
+// is revoked, one given back is settled (see "Fast holds"). It does
+// nothing for a mailbox without a fast hold.
+func (m *Mailbox) Claim() {
+	if m.holder != &fastHold {
+		return
+	}
+	for {
+		v := m.pending.Load()
+		if v&fastBit == 0 {
+			if v == 0 {
+				m.holder = nil // given back: settled
+			}
+			return // or revoked already: its holder unlocks
+		}
+		if m.pending.CompareAndSwap(v, v&^fastBit) {
+			return // revoked: the holder gives it back under the lock
+		}
+	}
+}
+
+// Released reports whether m's fast hold was given back and m not yet
+// settled (locked): m is idle then, though nothing retired it. Settle it
+// with Claim, and retire it with Release.
+func (m *Mailbox) Released() bool { return m.holder == &fastHold && m.pending.Load() == 0 }
+
+// settle settles a released fast hold (locked).
+func (m *Mailbox) settle() {
+	if m.Released() {
+		m.holder = nil
+	}
+}
+
+// clearHeld ends the timing of a hold (locked). A runner without a clock
+// never sets heldSince: then it is not written at all.
+func (m *Mailbox) clearHeld() {
+	if m.heldSince.Load() != 0 {
+		m.heldSince.Store(0)
+	}
 }
 
 // PlainTail is the position the next plain task queued on m takes

@@ -374,3 +374,238 @@ func TestHoldPlain(t *testing.T) {
 		t.Errorf("pending after everything: %d; want 0", n)
 	}
 }
+
+// lock locks b's mailbox as an owner that lets fast holds must: Lock, then
+// Claim (see Owner.Linger).
+func (b *box) lock() {
+	b.m.Lock()
+	b.m.Claim()
+}
+
+// TestFastHold: a fast hold that nobody came for is given back without the
+// lock, leaving the mailbox idle but unretired (Released) until the next
+// locker settles it; one that somebody came for meanwhile (Claim revokes
+// it) is given back under the lock and hands the key on to what queued.
+func TestFastHold(t *testing.T) {
+	r := newRunner(t, 2, 8)
+	b := newBox(r)
+	b.o.fast = true
+	var log runLog
+
+	// Nobody comes: one atomic step, no retirement.
+	b.lock()
+	b.m.HoldPlain()
+	if b.m.CanHold(false) || b.m.Pending() != 1 || b.m.Holder() != nil {
+		t.Errorf("under a fast hold: CanHold %v, Pending %d, Holder %v; want false, 1, nil",
+			b.m.CanHold(false), b.m.Pending(), b.m.Holder())
+	}
+	b.m.Release()
+	retired := b.o.retired.Load()
+	b.m.UnholdPlain()
+	if got := b.o.retired.Load(); got != retired {
+		t.Errorf("a fast hold given back retired the mailbox %d times; want 0 (nothing locked it)", got-retired)
+	}
+	b.m.Lock()
+	if !b.m.Released() || b.m.Idle() != true {
+		t.Errorf("after the lock-free give-back: Released %v, Idle %v; want true, true", b.m.Released(), b.m.Idle())
+	}
+	b.m.Claim()
+	if b.m.Released() || !b.m.CanHold(false) || b.m.Pending() != 0 {
+		t.Errorf("after Claim: Released %v, CanHold %v, Pending %d; want false, true, 0",
+			b.m.Released(), b.m.CanHold(false), b.m.Pending())
+	}
+	b.m.Release()
+	if got := b.o.retired.Load(); got != retired+1 {
+		t.Errorf("the settled mailbox retired %d times as it was unlocked; want 1", got-retired)
+	}
+
+	// Released, then unlocked without a Claim: the unlock settles it too.
+	b.lock()
+	b.m.HoldPlain()
+	b.m.Release()
+	b.m.UnholdPlain()
+	retired = b.o.retired.Load()
+	b.m.Lock()
+	b.m.Release()
+	if got := b.o.retired.Load(); got != retired+1 {
+		t.Errorf("an unlock after a lock-free give-back retired %d times; want 1", got-retired)
+	}
+	b.m.Lock()
+	if b.m.Released() || !b.m.CanHold(false) {
+		t.Errorf("after that unlock: Released %v, CanHold %v; want false, true", b.m.Released(), b.m.CanHold(false))
+	}
+	b.m.Release()
+
+	// Somebody comes while it is taken: revoked, given back under the lock.
+	b.lock()
+	b.m.HoldPlain()
+	b.m.Release()
+	p := new(plainWork)
+	p.done = make(chan struct{})
+	b.lock() // revokes
+	if b.m.Released() {
+		t.Fatal("a fast hold still taken shows as given back")
+	}
+	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, p, 1) {
+		t.Fatal("a plain task queued behind a fast hold asked for a drive loop")
+	}
+	b.m.Release()
+	if p.ran.Load() != 0 {
+		t.Fatal("a task queued behind a fast hold ran while it was held")
+	}
+	b.m.UnholdPlain()
+	wait(t, "the task queued behind a revoked fast hold", p.done)
+	if got := log.get(); !slices.Equal(got, []int{1}) {
+		t.Errorf("ran %v; want [1]", got)
+	}
+	if got := waitPending(t, b); got != 0 {
+		t.Errorf("pending after everything: %d; want 0", got)
+	}
+}
+
+// waitPending waits (bounded) for b's mailbox to go idle and returns its
+// pending count then.
+func waitPending(t *testing.T, b *box) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b.lock()
+		idle, n := b.m.Idle(), b.m.Pending()
+		b.m.Release()
+		if idle {
+			return n
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for the mailbox to go idle (pending %d)", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestFastHoldRace races fast holds given back without the lock against
+// plain tasks queued by other goroutines, which revoke them: no task is
+// lost or run twice, nothing ever overlaps a hold, and the mailbox ends
+// idle with nothing pending.
+func TestFastHoldRace(t *testing.T) {
+	const (
+		holders = 2
+		holds   = 10000
+		queuers = 2
+		tasks   = 8000
+	)
+	r := newRunner(t, 2, 4)
+	b := newBox(r)
+	b.o.fast = true
+	var busy, overlap, ran atomic.Int32
+	enter := func() {
+		if !busy.CompareAndSwap(0, 1) {
+			overlap.Add(1)
+		}
+	}
+	leave := func() { busy.Store(0) }
+	done := make(chan struct{})
+	var finished atomic.Int32
+	end := func() {
+		if finished.Add(1) == holders+queuers {
+			close(done)
+		}
+	}
+	for range holders {
+		go func() {
+			defer end()
+			for i := 0; i < holds; {
+				b.lock()
+				if !b.m.CanHold(false) {
+					b.m.Release()
+					runtime.Gosched()
+					continue
+				}
+				b.m.HoldPlain()
+				b.m.Release()
+				enter()
+				if i%4 == 0 {
+					runtime.Gosched() // a longer hold, for the queuers to meet
+				}
+				i++
+				leave()
+				b.m.UnholdPlain()
+			}
+		}()
+	}
+	for range queuers {
+		go func() {
+			defer end()
+			for i := range tasks {
+				fn := func(context.Context) error { enter(); ran.Add(1); leave(); return nil }
+				b.lock()
+				if i%4 == 0 {
+					// Locked and claimed, the way an owner asks its policy
+					// before it queues: a hold that was taken when Claim
+					// looked may be given back meanwhile.
+					runtime.Gosched()
+				}
+				dispatch := b.m.EnqueuePlain(fn, new(plainWork), 0)
+				b.m.Release()
+				if dispatch {
+					b.m.Dispatch()
+				}
+			}
+		}()
+	}
+	wait(t, "the holders and queuers", done)
+	deadline := time.Now().Add(20 * time.Second)
+	for ran.Load() < queuers*tasks && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if got := ran.Load(); got != queuers*tasks {
+		t.Fatalf("ran %d plain tasks; want %d (lost behind a fast hold?)", got, queuers*tasks)
+	}
+	if n := overlap.Load(); n != 0 {
+		t.Errorf("%d overlaps between holds and tasks of the one key", n)
+	}
+	if got := waitPending(t, b); got != 0 {
+		t.Errorf("pending at the end: %d; want 0", got)
+	}
+}
+
+// TestFastHoldRevoked: a task queued after Claim found the fast hold taken
+// is never left behind it, even though the holder tries to give the hold
+// back between that Claim and the enqueue: the revocation makes the holder
+// wait for the lock and hand the key on.
+func TestFastHoldRevoked(t *testing.T) {
+	r := newRunner(t, 2, 8)
+	b := newBox(r)
+	b.o.fast = true
+	locking := make(chan struct{})
+	mailbox.SetUnholdLocking(func() { close(locking) })
+	t.Cleanup(func() { mailbox.SetUnholdLocking(nil) })
+
+	b.lock()
+	b.m.HoldPlain()
+	b.m.Release()
+
+	b.lock() // the hold is taken: Claim revokes it
+	given := make(chan struct{})
+	go func() {
+		b.m.UnholdPlain()
+		close(given)
+	}()
+	select {
+	case <-locking: // the holder saw the revocation and waits for the lock
+	case <-given:
+		t.Error("the holder gave back a revoked hold without the lock")
+	case <-time.After(20 * time.Second):
+		t.Fatal("gave up waiting for the holder")
+	}
+	p := new(plainWork)
+	p.done = make(chan struct{})
+	if b.m.EnqueuePlain(func(context.Context) error { return nil }, p, 0) {
+		t.Error("a task queued behind a held mailbox asked for a drive loop")
+	}
+	b.m.Release()
+	wait(t, "the hold to be given back", given)
+	wait(t, "the task queued behind the revoked hold", p.done)
+	if got := waitPending(t, b); got != 0 {
+		t.Errorf("pending after everything: %d; want 0", got)
+	}
+}

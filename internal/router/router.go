@@ -24,6 +24,7 @@ type shard[K comparable] struct {
 	mu   sync.Mutex
 	m    map[K]*node[K] // guarded by mu
 	idle *node[K]       // a retired node left in m for a moment (see Retire); guarded by mu
+	fast *node[K]       // the one node that may have a fast hold (see Linger); guarded by mu
 	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
 	// mu. They also keep the space in the shard's struct that keeps
 	// neighbouring shard locks off one cache line.
@@ -124,6 +125,16 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
 	s.mu.Lock()
 	n := s.m[key]
+	if f := s.fast; f != nil {
+		if f == n {
+			n.mb.Claim()
+		} else if f.mb.Released() {
+			s.retireFast()
+			if n != nil && !n.mb.Mark {
+				n = nil // it was the idle entry, evicted as f took its place
+			}
+		}
+	}
 	if n != nil && n == s.idle {
 		s.idle = nil // back from retirement: live again
 		s.live++
@@ -155,11 +166,44 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 	}
 	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
 	s.mu.Lock()
+	s.settleFast()
 	if n := s.m[key]; n != nil {
 		return &n.mb
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// Linger lets the plain hold n's mailbox is about to grant be a fast hold
+// (mailbox.Owner; locked) if no other node of the shard may have one: with
+// at most one per shard, settleFast finds it without a walk.
+func (n *node[K]) Linger(*mailbox.Mailbox) bool {
+	s := n.s
+	if s.fast == nil {
+		s.fast = n
+	}
+	return s.fast == n
+}
+
+// settleFast settles and retires the shard's fast-hold node if its hold
+// was given back (locked), so that what follows counts and walks only
+// mailboxes that are live.
+func (s *shard[K]) settleFast() {
+	if f := s.fast; f != nil && f.mb.Released() {
+		s.retireFast()
+	}
+}
+
+// retireFast settles the released fast hold of s.fast and retires its
+// node if that left it idle (locked): it becomes the shard's idle entry,
+// evicting the one before it. (A drive loop scheduled before the hold
+// began may still be due; the node then retires as that loop lets go.)
+func (s *shard[K]) retireFast() {
+	f := s.fast
+	f.mb.Claim()
+	if f.mb.Idle() {
+		f.Retire(&f.mb) // clears s.fast
+	}
 }
 
 // Retire retires an idle mailbox (called locked, by the mailbox). The
@@ -171,6 +215,9 @@ func (n *node[K]) Retire(*mailbox.Mailbox) {
 	s := n.s
 	if !n.mb.Mark || s.idle == n {
 		return
+	}
+	if s.fast == n {
+		s.fast = nil
 	}
 	s.live--
 	if old := s.idle; old != nil {
@@ -208,14 +255,16 @@ func (s *shard[K]) evict(n *node[K]) {
 
 // quiet drops all spares but one, and that one's ring past quietRing
 // slots, once no mailbox of the shard is live (locked): memory follows the
-// keys that are busy now.
+// keys that are busy now. A spare was Reset as it was kept (evict), so
+// only its ring is left to trim; a key used again and again by one caller
+// retires on every call, and pays no more than that check.
 func (s *shard[K]) quiet() {
 	for s.nspare > 1 {
 		s.nspare--
 		s.spares[s.nspare] = nil
 	}
 	if s.nspare == 1 {
-		s.spares[0].mb.Reset(quietRing)
+		s.spares[0].mb.TrimRing(quietRing)
 	}
 }
 
@@ -230,6 +279,10 @@ func (s *shard[K]) shrink() {
 	}
 	s.m, s.peak = m, len(m)
 }
+
+// Linger refuses fast holds (mailbox.Owner): a stripe's plain holds are
+// given back under its lock.
+func (s *stripe[K]) Linger(*mailbox.Mailbox) bool { return false }
 
 // Retire marks an idle stripe as not busy (called locked).
 func (s *stripe[K]) Retire(*mailbox.Mailbox) {
@@ -250,6 +303,7 @@ func (rt *Router[K]) Live() int {
 	for i := range rt.shards {
 		s := &rt.shards[i]
 		s.mu.Lock()
+		s.settleFast()
 		n += s.live
 		s.mu.Unlock()
 	}
@@ -271,6 +325,7 @@ func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 	for i := range rt.shards {
 		s := &rt.shards[i]
 		s.mu.Lock()
+		s.settleFast()
 		for k, n := range s.m {
 			if n != s.idle {
 				f(k, &n.mb)

@@ -246,3 +246,94 @@ func TestFind(t *testing.T) {
 		t.Error("Find on another unused key returned a mailbox")
 	}
 }
+
+// hold takes a plain hold on key's mailbox, as an uncontended Do does, and
+// reports whether the mailbox could be held.
+func hold[K comparable](rt *router.Router[K], key K) (*mailbox.Mailbox, bool) {
+	m := rt.Acquire(key)
+	ok := m.CanHold(false)
+	if ok {
+		m.HoldPlain()
+	}
+	m.Release()
+	return m, ok
+}
+
+// TestFastHoldLive: a plain hold given back without the lock (a fast hold)
+// leaves its mailbox idle but unretired; Live and Each settle it first, so
+// they count and walk only live keys, and the next Acquire in its shard
+// settles or retires it. Keys of one shard take turns at the shard's one
+// fast hold.
+func TestFastHoldLive(t *testing.T) {
+	rt := router.New[int](newRunner(t, 2), 0, 0)
+	a, b := 0, 1
+	for rt.Index(b) != rt.Index(a) {
+		b++
+	}
+	c := b + 1
+	for rt.Index(c) == rt.Index(a) {
+		c++ // another shard
+	}
+
+	m, ok := hold(rt, a)
+	if !ok {
+		t.Fatal("an idle key cannot be held")
+	}
+	if got := rt.Live(); got != 1 {
+		t.Errorf("Live while a is held: %d; want 1", got)
+	}
+	m.UnholdPlain()
+	if got := rt.Live(); got != 0 {
+		t.Errorf("Live after a's hold was given back: %d; want 0", got)
+	}
+	rt.Each(func(k int, _ *mailbox.Mailbox) { t.Errorf("Each after the give-back visited %d", k) })
+
+	// Held and given back again and again, by one caller and by turns.
+	for i := range 100 {
+		k := []int{a, b, c}[i%3]
+		m, ok := hold(rt, k)
+		if !ok {
+			t.Fatalf("round %d: idle key %d cannot be held", i, k)
+		}
+		if got := rt.Live(); got != 1 {
+			t.Fatalf("round %d: Live while %d is held: %d; want 1", i, k, got)
+		}
+		m.UnholdPlain()
+		if i%2 == 0 {
+			if got := rt.Live(); got != 0 {
+				t.Fatalf("round %d: Live after %d's give-back: %d; want 0", i, k, got)
+			}
+		}
+	}
+
+	// Two keys of one shard held at once: both are live, neither is lost.
+	ma, _ := hold(rt, a)
+	mb, ok := hold(rt, b)
+	if !ok {
+		t.Fatal("b cannot be held while a, on its shard, is")
+	}
+	seen := map[int]int{}
+	rt.Each(func(k int, m *mailbox.Mailbox) { seen[k] = m.Pending() })
+	if len(seen) != 2 || seen[a] != 1 || seen[b] != 1 {
+		t.Errorf("Each with a and b held: %v; want map[%d:1 %d:1]", seen, a, b)
+	}
+	mb.UnholdPlain()
+	ma.UnholdPlain()
+	if got := rt.Live(); got != 0 {
+		t.Errorf("Live after both were given back: %d; want 0", got)
+	}
+
+	// A key queued on behind a held one: the held one's give-back hands
+	// on to it, and the queued task runs.
+	m, _ = hold(rt, a)
+	var busy, overlap atomic.Int32
+	w := &work{busy: &busy, overlap: &overlap, done: make(chan struct{})}
+	submit(rt, a, w)
+	m.UnholdPlain()
+	select {
+	case <-w.done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("gave up waiting for the task queued behind a fast hold")
+	}
+	waitFor(t, "the key to retire", func() bool { return rt.Live() == 0 })
+}
