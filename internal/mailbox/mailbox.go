@@ -18,9 +18,10 @@ var plainHold, fastHold Turn
 //
 // Linger asks, locked, whether the plain hold m is about to grant may be
 // given back without the lock (a fast hold, see plain.go). An owner that
-// says yes must call Claim on m whenever it hands m out locked, and must
-// settle m (Released, Claim) before it counts or walks its live
-// mailboxes: a fast hold given back leaves m idle but not yet retired.
+// says yes must call Claim on m whenever it hands m out locked to a caller
+// that may queue, park or hold on it, and must settle m (Released, Claim)
+// before it counts, walks or looks up its live mailboxes: a fast hold given
+// back leaves m idle but not yet retired.
 type Owner interface {
 	Retire(m *Mailbox)
 	Linger(m *Mailbox) bool

@@ -143,6 +143,8 @@ func (m *Mailbox) HoldPlain() {
 	if m.r.opt.Clock != nil {
 		m.heldSince.Store(m.r.opt.Clock())
 	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
+		// (pending is 0 whenever CanHold holds; the check keeps the
+		// give-back's swap, which expects exactly this hold, honest.)
 		m.holder = &fastHold
 		m.pending.Add(1 | fastBit)
 		return

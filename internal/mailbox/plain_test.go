@@ -406,7 +406,7 @@ func TestFastHold(t *testing.T) {
 		t.Errorf("a fast hold given back retired the mailbox %d times; want 0 (nothing locked it)", got-retired)
 	}
 	b.m.Lock()
-	if !b.m.Released() || b.m.Idle() != true {
+	if !b.m.Released() || !b.m.Idle() {
 		t.Errorf("after the lock-free give-back: Released %v, Idle %v; want true, true", b.m.Released(), b.m.Idle())
 	}
 	b.m.Claim()

@@ -166,7 +166,7 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 	}
 	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
 	s.mu.Lock()
-	s.settleFast()
+	s.settleFast() // the caller reads m, and changes nothing a fast hold needs Claim for
 	if n := s.m[key]; n != nil {
 		return &n.mb
 	}
@@ -256,8 +256,9 @@ func (s *shard[K]) evict(n *node[K]) {
 // quiet drops all spares but one, and that one's ring past quietRing
 // slots, once no mailbox of the shard is live (locked): memory follows the
 // keys that are busy now. A spare was Reset as it was kept (evict), so
-// only its ring is left to trim; a key used again and again by one caller
-// retires on every call, and pays no more than that check.
+// only its ring is left to trim: a key used again and again by one caller
+// without a fast hold retires on every call, and pays no more than that
+// check.
 func (s *shard[K]) quiet() {
 	for s.nspare > 1 {
 		s.nspare--
