@@ -139,6 +139,55 @@ func TestContextAlreadyEnded(t *testing.T) {
 	}
 }
 
+// endsLate is a ctx that is canceled as its first Err returns: it ends
+// just after the call has checked it, so the task is admitted first.
+type endsLate struct {
+	context.Context
+	cancel context.CancelFunc
+	calls  atomic.Int32
+}
+
+func newEndsLate() *endsLate {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &endsLate{Context: ctx, cancel: cancel}
+}
+
+func (c *endsLate) Err() error {
+	if c.calls.Add(1) == 1 {
+		defer c.cancel()
+	}
+	return c.Context.Err()
+}
+
+// TestContextEndsAfterAdmission: a task whose ctx ends after the call has
+// checked it, but before fn starts, never runs, on every path, the
+// uncontended Do's own included (with and without an Observer): the call
+// returns ctx's error, and the task is either refused (counted nowhere) or
+// accepted and canceled.
+func TestContextEndsAfterAdmission(t *testing.T) {
+	for _, obs := range []bool{false, true} {
+		for _, c := range callers {
+			t.Run(fmt.Sprintf("%s/observer=%v", c.name, obs), func(t *testing.T) {
+				var opts []executor.Option
+				if obs {
+					opts = append(opts, executor.WithObserver(new(countingObserver)))
+				}
+				e := newExec[string](t, opts...)
+				ctx := newEndsLate()
+				err := c.call(e, ctx, "k", func(context.Context) error { t.Error("fn ran"); return nil })
+				if !errors.Is(err, context.Canceled) {
+					t.Errorf("got %v; want %v", err, context.Canceled)
+				}
+				waitIdle(t, e)
+				s := e.Stats()
+				if s != (executor.Stats{}) && (s.Submitted != 1 || s.Canceled != 1 || s.Completed != 0) {
+					t.Errorf("Stats: got %+v; want all zero (refused) or 1 submitted and canceled", s)
+				}
+			})
+		}
+	}
+}
+
 type ctxKey struct{}
 
 // TestContextDerived: fn's ctx carries the caller's values and deadline and

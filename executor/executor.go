@@ -51,6 +51,9 @@ type Executor[K comparable] struct {
 	submitted paddedUint64
 	started   paddedUint64 // tasks whose fn began
 	completed paddedUint64
+	// ranAtOnce counts tasks submitted and started in one step, by a Do that
+	// runs fn at once (runLean): Stats adds it to both.
+	ranAtOnce paddedUint64
 	closed    atomic.Bool
 
 	rejected, canceled, panicked, slow atomic.Uint64
@@ -235,9 +238,10 @@ func (e *Executor[K]) Stats() Stats {
 	// started or canceled, then completed), latest first, so that no derived
 	// gauge is ever negative.
 	completed := e.completed.Load()
-	started := e.started.Load()
+	held := e.ranAtOnce.Load()
+	started := e.started.Load() + held
 	canceled := e.canceled.Load()
-	submitted := e.submitted.Load()
+	submitted := e.submitted.Load() + held
 	return Stats{
 		ActiveKeys: e.router.Live(),
 		Queued:     int(submitted - started - canceled),

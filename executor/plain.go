@@ -64,6 +64,10 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 	if slot != noSlot {
 		core := e.plainCore(m)
 		m.HoldPlain()
+		if slot == ownSlot && e.obs == nil && !e.ages {
+			m.Release()
+			return e.runLean(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn)
+		}
 		e.submitted.Add(1)
 		var at int64
 		if e.ages {
@@ -112,6 +116,64 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.finished(c, nil, false, ErrGoexit, Failed, start) })
 	e.finished(c, nil, false, err, outcome, start)
 	return err
+}
+
+// runLean is runHeld for the common case, in one frame: a hold that took
+// a slot of its own, on an executor with no Observer and no ages, so that
+// nothing but fn and the logger can call back. It counts the task as
+// submitted and started in one step (held: nothing else can start it), and
+// only once it is sure to start: a task whose ctx ended, or that a
+// giving-up Close abandoned, after it was admitted is accounted as
+// canceled. A panic in fn becomes a *PanicError, logged with the key; a
+// runtime.Goexit in fn, or in the logger reporting its panic, ends the task
+// as ErrGoexit. Either way the hold, the slot and the reservation are given
+// back, last.
+func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error) (err error) {
+	returned := false
+	defer func() {
+		defer e.unholdLean(m)
+		if !returned {
+			err = e.leanEnded(c, recover())
+		}
+	}()
+	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
+		err = ErrClosed
+	}
+	if err != nil {
+		e.submitted.Add(1)
+		returned = true
+		e.abandoned(c, nil, false, err)
+		return err
+	}
+	c.j.fresh()
+	e.ranAtOnce.Add(1)
+	err = fn(c)
+	returned = true
+	c.end()
+	e.completed.Add(1)
+	return err
+}
+
+// leanEnded accounts for a lean task (runLean) that did not return: fn
+// panicked with v, or (v == nil) called runtime.Goexit. For a panic it
+// returns the *PanicError, once logged; if the logger exits instead, the
+// task has been accounted for (as panicked) before it is called.
+func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
+	c.end()
+	e.completed.Add(1)
+	if v == nil { // Since Go 1.21 panic(nil) is a *runtime.PanicNilError
+		return ErrGoexit
+	}
+	e.panicked.Add(1)
+	return e.recovered(v, keyField(c, nil))
+}
+
+// unholdLean gives back what a lean task held: its key, its slot and its
+// reservation.
+func (e *Executor[K]) unholdLean(m *mailbox.Mailbox) {
+	m.UnholdPlain()
+	e.runner.Release()
+	e.unreserve()
 }
 
 // plainSub is what a plain Submit allocates, in one object: fn's ctx and
