@@ -192,6 +192,48 @@ type ctxKey struct{}
 
 // TestContextDerived: fn's ctx carries the caller's values and deadline and
 // is canceled with the caller's ctx.
+// TestContextOwnPerTask: every task gets a ctx of its own, the uncontended
+// Do's and the plain Go's (carved from blocks shared by a shard's tasks)
+// included: a ctx that fn keeps ends with its task and stays derived from
+// the caller's; no later task gets it.
+func TestContextOwnPerTask(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2))
+	parent := context.WithValue(context.Background(), ctxKey{}, "v")
+	const n = 100
+	kept := make([]context.Context, 2*n)
+	ran := make(chan struct{}, n)
+	for i := range n {
+		key := fmt.Sprint(i % 3)
+		if err := e.Do(parent, key, func(ctx context.Context) error {
+			kept[2*i] = ctx
+			return ctx.Err()
+		}); err != nil {
+			t.Fatalf("Do %d: %v", i, err)
+		}
+		if err := e.Go(parent, key, func(ctx context.Context) error {
+			defer func() { ran <- struct{}{} }()
+			kept[2*i+1] = ctx
+			return ctx.Err()
+		}); err != nil {
+			t.Fatalf("Go %d: %v", i, err)
+		}
+	}
+	for range n {
+		recv(t, "a Go task", ran)
+	}
+	waitIdle(t, e)
+	seen := make(map[context.Context]int, len(kept))
+	for i, ctx := range kept {
+		if j, ok := seen[ctx]; ok {
+			t.Fatalf("tasks %d and %d got the same ctx", j, i)
+		}
+		seen[ctx] = i
+		if !errors.Is(ctx.Err(), context.Canceled) || ctx.Value(ctxKey{}) != "v" {
+			t.Errorf("task %d's ctx after the task: Err %v, Value %v; want %v, v", i, ctx.Err(), ctx.Value(ctxKey{}), context.Canceled)
+		}
+	}
+}
+
 func TestContextDerived(t *testing.T) {
 	for _, c := range callers {
 		t.Run(c.name, func(t *testing.T) {

@@ -105,6 +105,14 @@
 // cannot be recycled: fn may keep it or hand it to a goroutine, and a
 // recycled ctx would then carry another call's values and marks.
 //
+// Such a Do, and the plain Go below, take their ctx from a block of eight
+// that the executor makes for the tasks of one shard of its key table: one
+// allocation for every eight tasks, still 48 bytes a task. Each ctx is
+// still one task's only. A ctx that fn keeps after its task keeps its block
+// (384 bytes) alive, and with it what the other seven refer to (their
+// callers' contexts and keys), until it is dropped: one more reason for
+// detached work to use a fresh ctx.
+//
 // A Go whose ctx never ends (its Done returns nil, as context.Background's
 // and context.WithoutCancel's do) also allocates only its ctx, on an
 // executor without stripes: nothing can withdraw such a task, so it waits

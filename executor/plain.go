@@ -31,15 +31,16 @@ func (e *Executor[K]) plainLane(ctx context.Context) bool {
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
-	c := &taskCtx[K]{parent: ctx, key: key}
 	m, wait, err := e.admit(ctx, key, nil)
 	switch {
 	case err != nil:
 		return err
 	case wait:
 		j := &job[K]{core: core[K]{e: e, unread: true}}
-		return e.waitPlain(ctx, m, fn, j, c, j)
+		return e.waitPlain(ctx, m, fn, j, &taskCtx[K]{parent: ctx, key: key}, j)
 	}
+	c := e.newCtx(m)
+	c.parent, c.key = ctx, key
 	e.queuePlain(m, c, fn, c)
 	return nil
 }
@@ -62,11 +63,12 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		slot = outer.takeSlot(e.runner)
 	}
 	if slot != noSlot {
-		core := e.plainCore(m)
+		c := e.newCtx(m)
+		c.parent, c.key, c.j = ctx, key, e.plainCore(m)
 		m.HoldPlain()
 		if slot == ownSlot && e.obs == nil && !e.ages {
 			m.Release()
-			return e.runLean(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn)
+			return e.runLean(m, c, fn)
 		}
 		e.submitted.Add(1)
 		var at int64
@@ -74,7 +76,7 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 			at = monotime() // under m's lock, as stamp does for a job
 		}
 		m.Release()
-		return e.runHeld(m, &taskCtx[K]{parent: ctx, key: key, j: core}, fn, at, outer, slot)
+		return e.runHeld(m, c, fn, at, outer, slot)
 	}
 	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, false)
@@ -250,6 +252,34 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	}
 	c := &core[K]{e: e}
 	m.SetAux(c)
+	return c
+}
+
+// ctxBlock is how many task contexts newCtx carves out of one allocation.
+const ctxBlock = 8
+
+// ctxStock is the block that newCtx is carving task contexts from, one per
+// router shard (mailbox.Mailbox.Local).
+type ctxStock[K comparable] struct{ free []taskCtx[K] }
+
+// newCtx returns a zero context for a task of m (locked): one of a block
+// of ctxBlock, made for the tasks of m's router shard, instead of one
+// allocation per task. Each context is still a task's own, never reused,
+// so one that fn keeps never speaks for a later task. The cost is in what
+// a kept context keeps: the up to ctxBlock-1 others of its block, and what
+// they refer to (their callers' contexts), until it is dropped.
+func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
+	l := m.Local()
+	s, _ := (*l).(*ctxStock[K])
+	if s == nil {
+		s = new(ctxStock[K])
+		*l = s
+	}
+	if len(s.free) == 0 {
+		s.free = make([]taskCtx[K], ctxBlock)
+	}
+	c := &s.free[0]
+	s.free = s.free[1:]
 	return c
 }
 

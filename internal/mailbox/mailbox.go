@@ -22,9 +22,14 @@ var plainHold, fastHold Turn
 // that may queue, park or hold on it, and must settle m (Released, Claim)
 // before it counts, walks or looks up its live mailboxes: a fast hold given
 // back leaves m idle but not yet retired.
+//
+// Local returns the one value that the owner keeps for the mailbox's user
+// beside each lock: every mailbox under m's lock shares it, and it is
+// guarded by that lock (see Mailbox.Local).
 type Owner interface {
 	Retire(m *Mailbox)
 	Linger(m *Mailbox) bool
+	Local() *any
 }
 
 // Mailbox is one key's FIFO queue and the holds granted on it. Its fields

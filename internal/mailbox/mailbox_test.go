@@ -78,11 +78,14 @@ func (l *runLog) get() []int {
 type owner struct {
 	retired atomic.Int32
 	fast    bool
+	local   any
 }
 
 func (o *owner) Retire(*mailbox.Mailbox) { o.retired.Add(1) }
 
 func (o *owner) Linger(*mailbox.Mailbox) bool { return o.fast }
+
+func (o *owner) Local() *any { return &o.local }
 
 // box is one mailbox with its lock, as the router would keep it.
 type box struct {

@@ -277,6 +277,11 @@ func (m *Mailbox) Aux() any { return m.aux }
 // (locked).
 func (m *Mailbox) SetAux(v any) { m.aux = v }
 
+// Local returns a value, kept by m's owner, that every mailbox under m's
+// lock shares (locked): what the user keeps per lock rather than per key
+// (Aux), say a stock of what its tasks draw on. It is nil until stored.
+func (m *Mailbox) Local() *any { return m.owner.Local() }
+
 // ring returns m's plain ring, made on first use (locked).
 func (m *Mailbox) ring() *plainRing {
 	if m.plain == nil {

@@ -32,6 +32,7 @@ type shard[K comparable] struct {
 	nspare int
 	peak   int // len(m)'s high-water mark since m was made; guarded by mu
 	live   int // mailboxes that are not idle; guarded by mu (see Live)
+	local  any // the mailboxes' user's, shared by the shard's mailboxes (see Local); guarded by mu
 	r      *Router[K]
 }
 
@@ -51,11 +52,12 @@ type node[K comparable] struct {
 }
 
 type stripe[K comparable] struct {
-	mu   sync.Mutex
-	mb   mailbox.Mailbox // guarded by mu
-	busy bool            // counted in live; guarded by mu
-	last K               // the key that last acquired the stripe; guarded by mu
-	r    *Router[K]
+	mu    sync.Mutex
+	mb    mailbox.Mailbox // guarded by mu
+	busy  bool            // counted in live; guarded by mu
+	last  K               // the key that last acquired the stripe; guarded by mu
+	local any             // the mailbox's user's (see Local); guarded by mu
+	r     *Router[K]
 }
 
 // New returns a router whose mailboxes run on r and give parked submissions
@@ -185,6 +187,9 @@ func (n *node[K]) Linger(*mailbox.Mailbox) bool {
 	return s.fast == n
 }
 
+// Local is the shard's value for the mailboxes' user (mailbox.Owner).
+func (n *node[K]) Local() *any { return &n.s.local }
+
 // settleFast settles and retires the shard's fast-hold node if its hold
 // was given back (locked), so that what follows counts and walks only
 // mailboxes that are live.
@@ -284,6 +289,9 @@ func (s *shard[K]) shrink() {
 // Linger refuses fast holds (mailbox.Owner): a stripe's plain holds are
 // given back under its lock.
 func (s *stripe[K]) Linger(*mailbox.Mailbox) bool { return false }
+
+// Local is the stripe's value for its mailbox's user (mailbox.Owner).
+func (s *stripe[K]) Local() *any { return &s.local }
 
 // Retire marks an idle stripe as not busy (called locked).
 func (s *stripe[K]) Retire(*mailbox.Mailbox) {

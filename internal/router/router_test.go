@@ -337,3 +337,33 @@ func TestFastHoldLive(t *testing.T) {
 	}
 	waitFor(t, "the key to retire", func() bool { return rt.Live() == 0 })
 }
+
+// TestLocal: Local is one value per lock, shared by the mailboxes under it
+// (a shard's, or a stripe's) and kept while they come and go.
+func TestLocal(t *testing.T) {
+	for _, stripes := range []int{0, 4} {
+		rt := router.New[int](newRunner(t, 2), stripes, 0)
+		byIndex := map[int]*any{}
+		for k := range 64 {
+			m := rt.Acquire(k)
+			l := m.Local()
+			m.Release()
+			if l == nil {
+				t.Fatalf("stripes=%d: Local of key %d is nil", stripes, k)
+			}
+			i := rt.Index(k)
+			if prev, ok := byIndex[i]; ok && prev != l {
+				t.Errorf("stripes=%d: keys of shard or stripe %d have different Locals", stripes, i)
+			}
+			for j, other := range byIndex {
+				if j != i && other == l {
+					t.Errorf("stripes=%d: shards or stripes %d and %d share a Local", stripes, i, j)
+				}
+			}
+			byIndex[i] = l
+		}
+		if len(byIndex) < 2 {
+			t.Fatalf("stripes=%d: 64 keys fell on %d shards or stripes; want several", stripes, len(byIndex))
+		}
+	}
+}
