@@ -267,7 +267,7 @@ func TestBatcherStress(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	waitIdle(t, e)
 	if n := l.occ.overlaps(); n != 0 {
 		t.Errorf("overlaps: %d; want 0", n)

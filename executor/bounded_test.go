@@ -111,7 +111,7 @@ func TestBounded(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			if got := conc.peak.Load(); got > int64(workers) {
 				t.Errorf("peak concurrent bodies: got %d; want <= %d", got, workers)
 			}

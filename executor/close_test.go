@@ -194,7 +194,7 @@ func TestCloseConcurrent(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	if err := e.Close(context.Background()); err != nil {
 		t.Errorf("Close again: got %v; want nil", err)
 	}
@@ -318,7 +318,7 @@ func TestCloseRacesSubmit(t *testing.T) {
 		if s := e.Stats(); s.ActiveKeys != 0 || s.Queued != 0 || s.Running != 0 || !balanced(s) {
 			t.Fatalf("Stats right after Close returned: got %+v; want no live key, nothing queued or running, balanced", s)
 		}
-		wg.Wait()
+		waitAll(t, &wg)
 	}
 }
 

@@ -43,7 +43,7 @@ func ring(t *testing.T, e *executor.Executor[string], n int, call func(ctx conte
 		}
 		tasks[i] = task
 	}
-	started.Wait()
+	waitAll(t, &started)
 	close(barrier)
 	for i, task := range tasks {
 		if _, err := attempt(t, fmt.Sprint("ring task ", i), func() error { return task.Wait(context.Background()) }); err != nil {
@@ -158,7 +158,7 @@ func TestNoFalseDeadlock(t *testing.T) {
 				})
 				tasks = append(tasks, task)
 			}
-			started.Wait()
+			waitAll(t, &started)
 			close(gate)
 			for _, task := range tasks {
 				if _, err := attempt(t, "chain", func() error { return task.Wait(bg) }); err != nil {
@@ -185,7 +185,7 @@ func TestNoFalseDeadlock(t *testing.T) {
 				return e.DoShared(ctx, "x", nop) // x is held exclusively: waits, no cycle through a shared y
 			})
 		}()
-		started.Wait()
+		waitAll(t, &started)
 		close(gate)
 		if _, err := attempt(t, "a", func() error { return a.Wait(bg) }); err != nil {
 			t.Errorf("task on x: got %v; want nil (its shared call joins y's shared group)", err)

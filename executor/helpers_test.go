@@ -57,6 +57,20 @@ func recv[T any](t testing.TB, what string, ch <-chan T) T {
 	}
 }
 
+// waitAll waits for wg, failing the test if that takes longer than a
+// generous multiple of patience: goroutines stuck in a wedged executor must
+// fail the test, not hang the suite.
+func waitAll(t testing.TB, wg *sync.WaitGroup) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(3 * patience):
+		t.Fatalf("gave up after %v waiting for the test's goroutines: the executor is wedged", 3*patience)
+	}
+}
+
 // balanced reports whether Submitted == Completed + Canceled + Queued + Running.
 func balanced(s executor.Stats) bool {
 	return s.Submitted == s.Completed+s.Canceled+uint64(s.Queued)+uint64(s.Running)

@@ -201,7 +201,7 @@ func TestInvalidKeyNaN(t *testing.T) {
 				})
 			})
 		}
-		wg.Wait()
+		waitAll(t, &wg)
 		if ran.Load() != 0 || overlaps.Load() != 0 {
 			t.Errorf("200 NaN Dos: %d ran, %d overlapped; want none run", ran.Load(), overlaps.Load())
 		}
@@ -237,7 +237,7 @@ func TestValidKeysStillWork(t *testing.T) {
 			})
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	if n := occ.overlaps(); n != 0 {
 		t.Errorf("+0 and -0 overlapped %d times; want 0 (they are one key)", n)
 	}

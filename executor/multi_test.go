@@ -76,7 +76,7 @@ func TestDoManyTransfers(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			total := 0
 			for _, v := range balance {
 				total += v
@@ -118,7 +118,7 @@ func TestDoManyAnyKeys(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	waitIdle(t, e)
 }
 

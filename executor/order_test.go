@@ -68,7 +68,7 @@ func TestPerKeyFIFO(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			for k, got := range order {
 				if len(got) != tt.perKey {
 					t.Errorf("key %d: got %d tasks run; want %d", k, len(got), tt.perKey)

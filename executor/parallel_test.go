@@ -43,7 +43,7 @@ func TestReferenceWorkload(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	elapsed := time.Since(start)
 	if got := ran.Load(); got != ops {
 		t.Errorf("tasks run: got %d; want %d", got, ops)

@@ -467,7 +467,7 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 		cancel()
 		closed := make(chan error, 1)
 		go func() { closed <- e.Close(ctx) }()
-		wg.Wait()
+		waitAll(t, &wg)
 		select {
 		case err := <-closed:
 			// Key 0's task holds its reservation until hold is closed, so

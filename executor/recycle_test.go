@@ -42,7 +42,7 @@ func TestRetainedContext(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			checkKept(t, e, kept)
 		})
 	}
@@ -70,7 +70,7 @@ func TestContextUsedAfterReturn(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 }
 
 // TestCallsAfterRefusals ends calls in every way that does not run them and
@@ -115,7 +115,7 @@ func TestCallsAfterRefusals(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			g.open()
 			waitIdle(t, e)
 		})

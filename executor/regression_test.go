@@ -56,7 +56,7 @@ func TestRegressionLastTaskLostOnIdle(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	s := waitIdle(t, e)
 	if got, want := ran.Load(), int64(submitters*rounds); got != want || s.Completed != uint64(want) {
 		t.Errorf("tasks run: got %d (Completed %d); want %d: a task was lost at the idle transition", got, s.Completed, want)
@@ -102,7 +102,7 @@ func TestRegressionMailboxLeakUnderLoad(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	waitIdle(t, e)
 	if grew := int64(heapInUse()) - int64(heap0); grew > 2<<20 {
 		t.Errorf("heap after the load: grew %d bytes; want < 2 MiB", grew)

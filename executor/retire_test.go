@@ -120,7 +120,7 @@ func TestRetirement(t *testing.T) {
 					}
 				})
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 		}},
 	}
 	for _, tt := range tests {
@@ -167,7 +167,7 @@ func TestRetireRace(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	if got := ran.Load(); got != callers*each {
 		t.Errorf("tasks run: got %d; want %d", got, callers*each)
 	}

@@ -52,7 +52,7 @@ func TestSharedReadersTogether(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	waitIdle(t, e)
 }
 
@@ -101,7 +101,7 @@ func TestSharedWriterNotStarved(t *testing.T) {
 			t.Errorf("writer waited %v; want at most one read (5ms)", waited)
 		}
 		stop()
-		readers.Wait()
+		waitAll(t, &readers)
 	}, executor.WithWorkers(16))
 }
 
@@ -131,7 +131,7 @@ func TestSharedReaderNotStarved(t *testing.T) {
 			t.Errorf("reader waited %v; want at most the 3 writers queued ahead (15ms)", waited)
 		}
 		stop()
-		writers.Wait()
+		waitAll(t, &writers)
 	}, executor.WithWorkers(16))
 }
 

@@ -364,7 +364,7 @@ func TestStress(t *testing.T) {
 					t.Errorf("Stats when Close returned: got %+v; want nothing queued or running, balanced", st)
 				}
 			}
-			wg.Wait()
+			waitAll(t, &wg)
 			s.check()
 			if err := e.Close(context.Background()); err != nil {
 				t.Errorf("Close: got %v; want nil", err)

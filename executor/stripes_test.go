@@ -46,7 +46,7 @@ func TestStripesOrderAndMemory(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	waitAll(t, &wg)
 	if got := e.ActiveKeys(); got > stripes {
 		t.Errorf("ActiveKeys() = %d; want at most %d stripes", got, stripes)
 	}
