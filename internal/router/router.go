@@ -126,15 +126,19 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	}
 	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
 	s.mu.Lock()
-	n := s.m[key]
-	if f := s.fast; f != nil {
-		if f == n {
-			n.mb.Claim()
-		} else if f.mb.Released() {
-			s.retireFast()
-			if n != nil && !n.mb.Mark {
-				n = nil // it was the idle entry, evicted as f took its place
-			}
+	f := s.fast
+	if f != nil && f.key == key {
+		// The key that had the shard's fast hold last, back again (the
+		// uncontended Do's loop): a fast node is live and filed under its
+		// key, so the table need not be asked.
+		f.mb.Claim()
+		return &f.mb
+	}
+	n := s.m[key] // not f: f is filed under its own key
+	if f != nil && f.mb.Released() {
+		s.retireFast()
+		if n != nil && !n.mb.Mark {
+			n = nil // it was the idle entry, evicted as f took its place
 		}
 	}
 	if n != nil && n == s.idle {
