@@ -22,11 +22,16 @@
 // its hold back in one atomic step, without the shard lock, when nobody came
 // for the key meanwhile. That mailbox is left idle but neither settled nor
 // retired; whoever takes the shard lock next settles it (Acquire of the
-// same key takes it up again as it is, with no retirement undone; any other
-// look at the shard retires it first), and whoever comes for the key while
-// the hold is taken revokes it, so the holder gives it back under the lock
-// as any hold. ActiveKeys stays exact: Live settles each shard's one
-// candidate before it counts.
+// same key takes it up again as it is, with no retirement undone and
+// without a table lookup: it compares the key with the fast mailbox's
+// first; any other look at the shard retires it first), and whoever comes
+// for the key while the hold is taken revokes it, so the holder gives it
+// back under the lock as any hold. ActiveKeys stays exact: Live settles
+// each shard's one candidate before it counts.
+//
+// Each shard (and each stripe) also keeps one value for the executor,
+// guarded by its lock (mailbox.Owner's Local): the block of task contexts
+// that its uncontended Do calls and plain Go calls are carved from.
 //
 // In striped mode (executor.WithStripes) the table is a fixed array of
 // mailboxes allocated once; keys hash onto them and nothing is ever created
