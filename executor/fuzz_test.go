@@ -1842,6 +1842,12 @@ func (r *fuzzRun) detach(q, budget int) {
 		if !runsInBatch(ft) {
 			break
 		}
+		if len(d.units) > 0 && r.plain(ft) != r.plain(d.units[0].tasks[0]) {
+			// The mailbox takes a run of plain slots and a run of turns
+			// as separate batches, each when it reaches it: a turn
+			// withdrawn before then is never taken, and takes no budget.
+			break
+		}
 		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch {
 			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
 			continue
@@ -1853,6 +1859,11 @@ func (r *fuzzRun) detach(q, budget int) {
 	}
 	d.left = budget - len(d.units)
 }
+
+// plain reports whether ft is queued as a plain task (a slot in its
+// mailbox's ring, not a turn): a Go or Submit whose ctx never ends, without
+// stripes.
+func (r *fuzzRun) plain(ft *fuzzTask) bool { return ft.endless && !r.striped }
 
 // advance returns what unit u starts now: all of it, or its group's first
 // call, when it begins (the messages of later calls are claimed: they run
