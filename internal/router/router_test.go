@@ -2,6 +2,9 @@ package router_test
 
 import (
 	"fmt"
+	"maps"
+	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -365,5 +368,64 @@ func TestLocal(t *testing.T) {
 		if len(byIndex) < 2 {
 			t.Fatalf("stripes=%d: 64 keys fell on %d shards or stripes; want several", stripes, len(byIndex))
 		}
+	}
+}
+
+// TestFastHoldModel holds and gives back keys of two shards in a random
+// order, many at once, against a model of which keys are held: Acquire of
+// a held key returns its mailbox (the fast-hold shortcut included), of a
+// free key one that can be held, and Live and Each see exactly the held
+// keys, whichever key had its shard's fast hold last.
+func TestFastHoldModel(t *testing.T) {
+	rt := router.New[int](newRunner(t, 2), 0, 0)
+	var keys []int
+	for _, shard := range []int{rt.Index(0), rt.Index(1)} {
+		n := 0
+		for k := 0; n < 6; k++ {
+			if rt.Index(k) == shard && !slices.Contains(keys, k) {
+				keys = append(keys, k)
+				n++
+			}
+		}
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	held := map[int]*mailbox.Mailbox{}
+	for step := range 20_000 {
+		k := keys[r.IntN(len(keys))]
+		switch m, ok := held[k]; {
+		case ok && r.IntN(2) == 0:
+			m.UnholdPlain()
+			delete(held, k)
+		case ok:
+			got := rt.Acquire(k)
+			can := got.CanHold(false)
+			got.Release()
+			if got != m || can {
+				t.Fatalf("step %d: Acquire of held key %d: the same mailbox %v, holdable %v; want true, false", step, k, got == m, can)
+			}
+		default:
+			m, ok := hold(rt, k)
+			if !ok {
+				t.Fatalf("step %d: free key %d cannot be held", step, k)
+			}
+			held[k] = m
+		}
+		if step%7 != 0 {
+			continue
+		}
+		if got := rt.Live(); got != len(held) {
+			t.Fatalf("step %d: Live %d; want %d", step, got, len(held))
+		}
+		seen := map[int]*mailbox.Mailbox{}
+		rt.Each(func(k int, m *mailbox.Mailbox) { seen[k] = m })
+		if !maps.Equal(seen, held) {
+			t.Fatalf("step %d: Each visited %v; want the held keys %v", step, seen, held)
+		}
+	}
+	for _, m := range held {
+		m.UnholdPlain()
+	}
+	if got := rt.Live(); got != 0 {
+		t.Errorf("Live after every hold was given back: %d; want 0", got)
 	}
 }
