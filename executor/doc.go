@@ -111,7 +111,10 @@
 // still one task's only. A ctx that fn keeps after its task keeps its block
 // (384 bytes) alive, and with it what the other seven refer to (their
 // callers' contexts and keys), until it is dropped: one more reason for
-// detached work to use a fresh ctx.
+// detached work to use a fresh ctx. And while a shard is carving a block,
+// the block keeps the contexts of up to seven of its tasks that have ended,
+// until the shard's next tasks use it up: an executor left idle keeps at
+// most that many per shard.
 //
 // A Go whose ctx never ends (its Done returns nil, as context.Background's
 // and context.WithoutCancel's do) also allocates only its ctx, on an

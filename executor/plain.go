@@ -266,8 +266,10 @@ type ctxStock[K comparable] struct{ free []taskCtx[K] }
 // of ctxBlock, made for the tasks of m's router shard, instead of one
 // allocation per task. Each context is still a task's own, never reused,
 // so one that fn keeps never speaks for a later task. The cost is in what
-// a kept context keeps: the up to ctxBlock-1 others of its block, and what
-// they refer to (their callers' contexts), until it is dropped.
+// a block keeps: a context that fn keeps keeps the up to ctxBlock-1 others
+// of its block, and what they refer to (their callers' contexts), until it
+// is dropped; and the block being carved keeps those of the shard's tasks
+// that have ended, until it is used up (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
 	l := m.Local()
 	s, _ := (*l).(*ctxStock[K])

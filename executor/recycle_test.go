@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
@@ -19,6 +21,50 @@ import (
 // leaves the next calls unharmed.
 
 type valKey struct{}
+
+// TestEndedContextsReleased: what an ended task's ctx refers to (its
+// caller's ctx, and the values in it) is not kept by the executor for long.
+// The ctx of a Do that runs at once, or of a plain Go, is carved from a
+// block that its key's table shard keeps while carving it, so the block
+// keeps the ctx of up to seven ended tasks; once the shard's next tasks have
+// used the block up, nothing in the executor refers to them.
+func TestEndedContextsReleased(t *testing.T) {
+	bg := context.Background()
+	for _, via := range []string{"Do", "Go"} {
+		t.Run(via, func(t *testing.T) {
+			e := newExec[string](t)
+			value := new([1 << 16]byte)
+			gone := weak.Make(value)
+			ctx := context.WithValue(bg, valKey{}, value)
+			done := make(chan struct{})
+			fn := func(context.Context) error { close(done); return nil }
+			var err error
+			if via == "Do" {
+				err = e.Do(ctx, "k", fn)
+			} else {
+				err = e.Go(ctx, "k", fn)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			recv(t, "the task", done)
+			waitIdle(t, e) // so that each Do below runs at once, on the block
+			ctx, value = nil, nil // the test's own references
+			_ = ctx
+			for range 8 {
+				if err := e.Do(bg, "k", nop); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitIdle(t, e)
+			runtime.GC()
+			runtime.GC()
+			if gone.Value() != nil {
+				t.Errorf("a value in the caller's ctx of an ended %s is still reachable after eight more tasks on its shard", via)
+			}
+		})
+	}
+}
 
 // TestRetainedContext keeps the ctx of a finished Do and checks it after
 // many later calls: its values are its own caller's, it is canceled, and it
