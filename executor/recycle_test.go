@@ -48,7 +48,7 @@ func TestEndedContextsReleased(t *testing.T) {
 				t.Fatal(err)
 			}
 			recv(t, "the task", done)
-			waitIdle(t, e) // so that each Do below runs at once, on the block
+			waitIdle(t, e)        // so that each Do below runs at once, on the block
 			ctx, value = nil, nil // the test's own references
 			_ = ctx
 			for range 8 {
