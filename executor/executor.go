@@ -238,10 +238,10 @@ func (e *Executor[K]) Stats() Stats {
 	// started or canceled, then completed), latest first, so that no derived
 	// gauge is ever negative.
 	completed := e.completed.Load()
-	held := e.ranAtOnce.Load()
-	started := e.started.Load() + held
+	atOnce := e.ranAtOnce.Load()
+	started := e.started.Load() + atOnce
 	canceled := e.canceled.Load()
-	submitted := e.submitted.Load() + held
+	submitted := e.submitted.Load() + atOnce
 	return Stats{
 		ActiveKeys: e.router.Live(),
 		Queued:     int(submitted - started - canceled),
