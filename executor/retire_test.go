@@ -221,7 +221,9 @@ func TestUncontendedDoRetires(t *testing.T) {
 			t.Fatal(err)
 		}
 		recv(t, "the Go queued behind it", ran)
-		if err := task.Wait(bg); err != nil {
+		ctx, cancel := context.WithTimeout(bg, patience) // a wedged key fails, not hangs
+		defer cancel()
+		if err := task.Wait(ctx); err != nil {
 			t.Fatal(err)
 		}
 		waitIdle(t, e)
