@@ -87,7 +87,7 @@ func (e *Executor[K]) giveUp() {
 	var queued []*mailbox.Turn
 	type taken struct {
 		m  *mailbox.Mailbox
-		ps []mailbox.Plain
+		ps []any // the plain tasks' args
 	}
 	var plain []taken
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {

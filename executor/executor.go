@@ -195,6 +195,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey
+		Plain:          (*plainRunner[K])(e),
 	}
 	if e.ages {
 		opt.Clock = monotime // see KeyLoad.Held

@@ -13,10 +13,15 @@ import (
 // context.Background's is) cannot be canceled, and on an executor without
 // stripes nothing needs its Turn: it is queued as a plain slot of its key's
 // mailbox (see mailbox.Plain), which the mailbox reuses, instead of as a
-// job with a queue node of its own. Such a task allocates one object: fn's
-// ctx for Go; fn's ctx and the caller's Task together for Submit
-// (plainSub). The ctx's core is the mailbox's, which the mailbox's plain
-// tasks use one after another (plainCore).
+// job with a queue node of its own. Such a task allocates one object. For
+// a Submit it is fn's ctx and the caller's Task together (plainSub), made
+// by the caller, who keeps the Task. For a Go it is fn's ctx, made only as
+// the task runs, by the goroutine that runs it (plainRunner): the slot
+// carries the caller's ctx, and the key is the mailbox's. So a waiting Go
+// costs no ctx, and the ctx's memory is written on the core that reads it,
+// rather than by the caller for a worker on another core to fetch. Either
+// way the ctx's core is the mailbox's, which the mailbox's plain tasks use
+// one after another (plainCore).
 //
 // Admission is enter's. A key at its cap under a waiting policy parks the
 // task as a job of its own (waitPlain), like any other, since a parked task
@@ -39,9 +44,7 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		j := &job[K]{core: core[K]{e: e, unread: true}}
 		return e.waitPlain(ctx, m, fn, j, &taskCtx[K]{parent: ctx, key: key}, j)
 	}
-	c := e.newCtx(m)
-	c.parent, c.key = ctx, key
-	e.queuePlain(m, c, fn, c)
+	e.queuePlain(m, fn, ctx, nil)
 	return nil
 }
 
@@ -209,20 +212,25 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 		return &sub.task, nil
 	}
 	s.pos = m.PlainTail()
-	e.queuePlain(m, &s.ctx, fn, s)
+	e.queuePlain(m, fn, s, &s.ctx)
 	return &s.task, nil
 }
 
-// queuePlain queues fn, run by p with context c, as a plain task on m
-// (locked by admit), and unlocks m.
-func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, p mailbox.Plain) {
-	c.j = e.plainCore(m)
+// queuePlain queues fn as a plain task on m (locked by admit), with arg
+// for plainRunner (a Go's caller ctx, or a Submit's plainSub, whose ctx is
+// c), and unlocks m. It makes the mailbox's plain core first, if need be,
+// so that the task finds it when it runs.
+func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, c *taskCtx[K]) {
+	j := e.plainCore(m)
+	if c != nil {
+		c.j = j
+	}
 	e.submitted.Add(1)
 	var at int64
 	if e.ages {
 		at = monotime() // under m's lock, as stamp does for a job
 	}
-	e.launch(m, m.EnqueuePlain(fn, p, at))
+	e.launch(m, m.EnqueuePlain(fn, arg, at))
 }
 
 // waitPlain parks a plain task that admit sent to the waiting room of m
@@ -245,7 +253,8 @@ func (e *Executor[K]) waitPlain(ctx context.Context, m *mailbox.Mailbox, fn func
 // (doPlain). They hold m exclusively, so they run one at a time, and each
 // task's ctx stops reading the core once the task ends. The core stays with
 // the mailbox when it is reused for another key: it names only the
-// executor.
+// executor. A queued task reads it unlocked as it runs (goCtx): it was made
+// before the task was queued, and is never changed.
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	if c, ok := m.Aux().(*core[K]); ok {
 		return c
@@ -262,7 +271,7 @@ const ctxBlock = 8
 // router shard (mailbox.Mailbox.Local).
 type ctxStock[K comparable] struct{ free []taskCtx[K] }
 
-// newCtx returns a zero context for a task of m (locked): one of a block
+// newCtx returns a zero context for a Do of m (locked): one of a block
 // of ctxBlock, made for the tasks of m's router shard, instead of one
 // allocation per task. Each context is still a task's own, never reused,
 // so one that fn keeps never speaks for a later task. The cost is in what
@@ -285,15 +294,37 @@ func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
 	return c
 }
 
-// RunPlain runs a plain Go's fn with context c (mailbox.Plain).
-func (c *taskCtx[K]) RunPlain(fn func(context.Context) error, stamp int64) {
-	c.j.e.runPlain(c, nil, fn, stamp)
+// plainRunner is the executor as its runner's mailbox.Plain: it runs the
+// plain tasks that queuePlain queued, given their args.
+type plainRunner[K comparable] Executor[K]
+
+// RunPlain runs a plain task's fn (mailbox.Plain): a Submit's with the ctx
+// its plainSub carries, a Go's with a ctx made now (goCtx).
+func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64) {
+	e := (*Executor[K])(p)
+	switch a := arg.(type) {
+	case *plainSub[K]:
+		e.runPlain(&a.ctx, &a.err, fn, stamp)
+	case context.Context:
+		e.runPlain(e.goCtx(m, a), nil, fn, stamp)
+	}
 }
 
-// RunPlain runs a plain Submit's fn (mailbox.Plain); SettlePlain then ends
-// its Task.
-func (s *plainSub[K]) RunPlain(fn func(context.Context) error, stamp int64) {
-	s.ctx.j.e.runPlain(&s.ctx, &s.err, fn, stamp)
+// SettlePlain ends a plain Submit's Task once the task's place in its
+// mailbox is free (mailbox.Plain): by then the result is written, Stats
+// account for it and the key has room for the next, as after a job's
+// Settle. For a plain Go it does nothing: nobody waits.
+func (p *plainRunner[K]) SettlePlain(arg any) {
+	if s, ok := arg.(*plainSub[K]); ok {
+		s.task.end()
+	}
+}
+
+// goCtx makes the ctx of a plain Go queued on m with the caller's ctx
+// parent, as the task runs or a giving-up Close ends it: the key is m's
+// (router.KeyOf), and the core the one queuePlain made.
+func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context) *taskCtx[K] {
+	return &taskCtx[K]{parent: parent, key: e.router.KeyOf(m), j: m.Aux().(*core[K])}
 }
 
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's,
@@ -310,14 +341,6 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], result *error, fn func(context.Con
 	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, result, ErrGoexit, Failed, start) })
 	e.plainEnded(c, result, err, outcome, start)
 }
-
-// SettlePlain ends the Task once the task's place in its mailbox is free
-// (mailbox.Plain): by then the result is written, Stats account for it and
-// the key has room for the next, as after a job's Settle.
-func (s *plainSub[K]) SettlePlain() { s.task.end() }
-
-// SettlePlain does nothing for a plain Go (mailbox.Plain): nobody waits.
-func (c *taskCtx[K]) SettlePlain() {}
 
 func (s *plainSub[K]) result() error { return s.err }
 
@@ -349,21 +372,22 @@ func (e *Executor[K]) releasePlain() {
 	}
 }
 
-// endTaken ends a plain task that a giving-up Close took out of its
-// mailbox m's queue (mailbox.TakePlain) with ErrClosed, as it would have
-// ended when its turn came. Its place, its reservation and its Task are
-// given back after the callbacks, even if one calls runtime.Goexit.
-func (e *Executor[K]) endTaken(m *mailbox.Mailbox, p mailbox.Plain) {
+// endTaken ends a plain task, queued with arg, that a giving-up Close took
+// out of its mailbox m's queue (mailbox.TakePlain) with ErrClosed, as it
+// would have ended when its turn came. Its place, its reservation and its
+// Task are given back after the callbacks, even if one calls
+// runtime.Goexit.
+func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
 	defer func() {
 		m.DonePlain()
 		e.unreserve()
-		p.SettlePlain()
+		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
-	switch p := p.(type) {
-	case *taskCtx[K]:
-		e.plainAbandoned(p, nil, ErrClosed)
+	switch a := arg.(type) {
 	case *plainSub[K]:
-		e.plainAbandoned(&p.ctx, &p.err, ErrClosed)
+		e.plainAbandoned(&a.ctx, &a.err, ErrClosed)
+	case context.Context:
+		e.plainAbandoned(e.goCtx(m, a), nil, ErrClosed)
 	}
 }
 

@@ -31,7 +31,7 @@
 //
 // Each shard (and each stripe) also keeps one value for the executor,
 // guarded by its lock (mailbox.Owner's Local): the block of task contexts
-// that its uncontended Do calls and plain Go calls are carved from.
+// that its uncontended Do calls are carved from.
 //
 // In striped mode (executor.WithStripes) the table is a fixed array of
 // mailboxes allocated once; keys hash onto them and nothing is ever created

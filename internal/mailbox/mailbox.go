@@ -113,6 +113,11 @@ func (m *Mailbox) TrimRing(ring int) {
 // forget clears the service-rate estimate once the queue has drained.
 func (m *Mailbox) forget() { m.busySince = 0; m.served.Store(0); m.many = false }
 
+// Owner returns the Owner m was made for (Init), which never changes: its
+// owner's owner (the executor, for the router) reaches what the owner
+// keeps per mailbox through it (see router.Router.KeyOf).
+func (m *Mailbox) Owner() Owner { return m.owner }
+
 // Lock locks the mailbox's shard.
 func (m *Mailbox) Lock() { m.mu.Lock() }
 

@@ -120,6 +120,9 @@ func newRunner(t *testing.T, slots, throughput int) *mailbox.Runner {
 
 // newRunnerWith is newRunner with options.
 func newRunnerWith(t *testing.T, slots, throughput int, opt mailbox.RunnerOptions) *mailbox.Runner {
+	if opt.Plain == nil {
+		opt.Plain = testPlain{}
+	}
 	pool := pond.NewPool(0)
 	r := mailbox.NewRunner(pool, slots, throughput, opt)
 	t.Cleanup(func() {

@@ -6,7 +6,8 @@ import "context"
 //
 // Most fire-and-forget work is a single-key exclusive task that nothing can
 // cancel, wait on or inspect while it is queued: no Turn is needed for it.
-// Such a task is queued as a plain slot, the function and what runs it, in
+// Such a task is queued as a plain slot, the function and an arg for the
+// runner's Plain (which makes of it what the task needs as it runs), in
 // a ring that the mailbox keeps and reuses, so it costs no per-task queue
 // node. The drive loop reads the slots of a batch one after another, which
 // the processor fetches ahead, instead of following a pointer per task to
@@ -24,21 +25,24 @@ import "context"
 // again while it waits (to check a wait on it for a cycle) records its
 // position (PlainTail) and asks PlainQueued and EachManyAheadPlain.
 
-// Plain runs a plain task (EnqueuePlain), given the stamp it was queued
-// with. Like Work.Run, RunPlain must not panic and must account for the
-// task's end itself, including when fn calls runtime.Goexit: then it does
-// not return, and the mailbox ends the task as after a return and hands the
-// key to a fresh drive loop. Like Work.Settle, SettlePlain is called once
-// the task's place in the mailbox is free (after RunPlain, returned or not),
-// to wake whoever waits for the task: by then the key has room again.
+// Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
+// (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
+// stamp, and RunPlain makes of them what the task needs (its context, say)
+// on the goroutine that runs it. Like Work.Run, RunPlain must not panic and
+// must account for the task's end itself, including when fn calls
+// runtime.Goexit: then it does not return, and the mailbox ends the task as
+// after a return and hands the key to a fresh drive loop. Like Work.Settle,
+// SettlePlain is called once the task's place in the mailbox is free (after
+// RunPlain, returned or not), to wake whoever waits for the task: by then
+// the key has room again.
 type Plain interface {
-	RunPlain(fn func(context.Context) error, stamp int64)
-	SettlePlain()
+	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64)
+	SettlePlain(arg any)
 }
 
 type plainSlot struct {
 	fn    func(context.Context) error
-	p     Plain
+	arg   any   // the owner's, for Plain
 	stamp int64 // when the owner accepted it, if it measures that (see OldestStamp)
 }
 
@@ -119,15 +123,16 @@ func (q *plainRing) drop(n int) {
 	}
 }
 
-// EnqueuePlain queues fn, run by p, at the tail of m's queue (locked), with
+// EnqueuePlain queues fn, with arg for the runner's Plain, at the tail of
+// m's queue (locked), with
 // the stamp OldestStamp reports for it (the owner's clock, as for
 // Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
 // now needs a drive loop; if so the caller must call Dispatch after
 // unlocking. A plain task cannot be canceled; the owner must also never
 // need to find it through a Turn (see Plain).
-func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, p Plain, stamp int64) (dispatch bool) {
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
-	m.ring().push(plainSlot{fn: fn, p: p, stamp: stamp})
+	m.ring().push(plainSlot{fn: fn, arg: arg, stamp: stamp})
 	m.pending.Add(1)
 	return m.wake()
 }
@@ -269,8 +274,9 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 	m.eachManyAhead(func(o *Entry) bool { return int32(o.plainBefore-pos) <= 0 }, f)
 }
 
-// Aux returns what SetAux stored (locked); nil until then. It stays with
-// the mailbox when the mailbox is reused for another key.
+// Aux returns what SetAux stored (locked; or unlocked by the runner's
+// Plain, for a value stored before its task was queued); nil until then. It
+// stays with the mailbox when the mailbox is reused for another key.
 func (m *Mailbox) Aux() any { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
@@ -290,20 +296,20 @@ func (m *Mailbox) ring() *plainRing {
 	return m.plain
 }
 
-// TakePlain takes every queued plain task out of m and returns them in
-// queue order, for its owner to end without running them (locked); a
+// TakePlain takes every queued plain task out of m and returns their args
+// in queue order, for its owner to end without running them (locked); a
 // running batch's are left to it. Each was pending: the caller must call
 // DonePlain once per task it ends, unlocked.
-func (m *Mailbox) TakePlain() []Plain {
+func (m *Mailbox) TakePlain() []any {
 	q := m.plain
 	n := q.queued()
 	if n == 0 {
 		return nil
 	}
-	ps := make([]Plain, n)
+	ps := make([]any, n)
 	for i := range ps {
 		k := q.at(int(q.cut) + i)
-		ps[i] = q.buf[k].p
+		ps[i] = q.buf[k].arg
 		q.buf[k] = plainSlot{}
 	}
 	q.taken = q.tail
@@ -311,7 +317,7 @@ func (m *Mailbox) TakePlain() []Plain {
 }
 
 // DonePlain gives back the place of a plain task taken out by TakePlain;
-// the caller then settles the task (Plain.SettlePlain).
+// the caller then settles the task (as Plain.SettlePlain would).
 func (m *Mailbox) DonePlain() {
 	m.mu.Lock()
 	m.giveBack()
@@ -379,7 +385,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	defer func() {
 		if running {
 			m.ranBatched()
-			buf[(first+ran)&(len(buf)-1)].p.SettlePlain()
+			m.r.opt.Plain.SettlePlain(buf[(first+ran)&(len(buf)-1)].arg)
 			m.r.takeOver(func() {
 				m.runPlainFrom(buf, first, n, ran+1)
 				m.mu.Lock()
@@ -389,7 +395,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 		}
 	}()
 	mask := len(buf) - 1
-	track, clock := m.r.opt.TrackOldest, m.r.opt.Clock
+	track, clock, p := m.r.opt.TrackOldest, m.r.opt.Clock, m.r.opt.Plain
 	for ; ran < n; ran++ {
 		s := &buf[(first+ran)&mask]
 		if track {
@@ -399,10 +405,10 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 			m.heldSince.Store(clock())
 		}
 		running = true
-		s.p.RunPlain(s.fn, s.stamp)
+		p.RunPlain(m, s.fn, s.arg, s.stamp)
 		running = false
 		m.ranBatched()
-		s.p.SettlePlain()
+		p.SettlePlain(s.arg)
 	}
 	if m.r.opt.Ran != nil && ran > 0 {
 		m.r.opt.Ran(ran)

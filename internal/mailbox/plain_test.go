@@ -12,9 +12,9 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// plainWork is a mailbox.Plain that logs its task's id (through fn), can be
-// held back by a gate, and can end its goroutine with runtime.Goexit after
-// logging.
+// plainWork is a plain task's arg for testPlain: it logs its task's id
+// (through fn), can be held back by a gate, and can end its goroutine with
+// runtime.Goexit after logging.
 type plainWork struct {
 	gate    chan struct{} // nil: run at once
 	started chan struct{} // closed when RunPlain begins, if non-nil
@@ -22,7 +22,8 @@ type plainWork struct {
 	ran     atomic.Int32
 	done    chan struct{} // closed when the task has run
 	settled atomic.Int32
-	settle  func() // called by SettlePlain, if non-nil
+	settle  func()           // called by SettlePlain, if non-nil
+	m       *mailbox.Mailbox // the mailbox it is queued on, once queued
 }
 
 func (p *plainWork) SettlePlain() {
@@ -32,7 +33,21 @@ func (p *plainWork) SettlePlain() {
 	}
 }
 
-func (p *plainWork) RunPlain(fn func(context.Context) error, _ int64) {
+// testPlain is the tests' mailbox.Plain: it runs each plain task through
+// its plainWork, and checks that the mailbox passes the one it queued on.
+type testPlain struct{}
+
+func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64) {
+	p := arg.(*plainWork)
+	if p.m != nil && p.m != m {
+		panic("plain task run for another mailbox")
+	}
+	p.RunPlain(fn)
+}
+
+func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
+
+func (p *plainWork) RunPlain(fn func(context.Context) error) {
 	p.ran.Add(1)
 	if p.started != nil {
 		close(p.started)
@@ -53,6 +68,7 @@ func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
 		p = new(plainWork)
 	}
 	p.done = make(chan struct{})
+	p.m = &b.m
 	b.m.Lock()
 	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
 	b.m.Release()

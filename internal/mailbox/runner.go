@@ -83,9 +83,14 @@ type RunnerOptions struct {
 	// Ran, if set, is called unlocked after the tasks of a batch have
 	// settled, with how many of them ran (see Turn.Batched): work that can
 	// be done for many tasks at once (the executor gives back their
-	// reservations) can be left to Ran. It is the one call from a drive
-	// loop back to its owner other than the turns' Work.
+	// reservations) can be left to Ran. It and Plain are the calls from a
+	// drive loop back to its owner other than the turns' Work.
 	Ran func(n int)
+
+	// Plain runs the plain tasks that owners queue on the runner's
+	// mailboxes (EnqueuePlain), given each one's mailbox and arg; it must
+	// be set if any are.
+	Plain Plain
 
 	// Clock, if set, is the clock mailboxes read as a hold begins, for
 	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per

@@ -161,6 +161,14 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	return &n.mb
 }
 
+// KeyOf returns the key m serves, for whoever holds m or runs its tasks
+// (a plain task made into a ctx as it runs: see mailbox.Plain), without
+// the lock: a node's key is written locked, when the node is filed under
+// it, and a node is filed again under another key only after it retired,
+// which a mailbox with a task pending never does. m must be a mailbox of a
+// router without stripes (a stripe serves many keys).
+func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return m.Owner().(*node[K]).key }
+
 // Find returns key's mailbox with its lock held, or nil, with nothing
 // held, if the key has none; unlike Acquire it never makes one. The caller
 // ends with m.Release.

@@ -111,6 +111,30 @@ func TestAcquireRetire(t *testing.T) {
 	rt.Each(func(k string, m *mailbox.Mailbox) { t.Errorf("Each after retirement: visited %q", k) })
 }
 
+// TestKeyOf: KeyOf names the key a mailbox serves now, also once the
+// mailbox has retired and been reused for another key.
+func TestKeyOf(t *testing.T) {
+	rt := router.New[string](newRunner(t, 2), 0, 0)
+	last := map[*mailbox.Mailbox]string{}
+	reused := 0
+	for i := range 5000 {
+		key := fmt.Sprintf("k%d", i)
+		m := rt.Acquire(key)
+		got := rt.KeyOf(m)
+		m.Release() // idle: it retires, and its node is kept for another key
+		if got != key {
+			t.Fatalf("KeyOf the mailbox of %q: got %q", key, got)
+		}
+		if _, ok := last[m]; ok {
+			reused++
+		}
+		last[m] = key
+	}
+	if reused == 0 {
+		t.Fatalf("no mailbox was reused for another key: the test checks nothing")
+	}
+}
+
 // TestStripes: in striped mode keys hash onto a fixed set of mailboxes; two
 // keys on one stripe share it, and Live counts busy stripes.
 func TestStripes(t *testing.T) {
