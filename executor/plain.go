@@ -307,7 +307,7 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 		e.runPlain(&a.ctx, &a.err, fn, stamp)
 	case context.Context:
 		e.runPlain(e.goCtx(m, a), nil, fn, stamp)
-	}
+	} // (queuePlain queues no other arg)
 }
 
 // SettlePlain ends a plain Submit's Task once the task's place in its

@@ -18,10 +18,12 @@
 //
 // Most asynchronous work needs less than a turn: a Go or a Submit whose
 // ctx never ends cannot be withdrawn. The executor queues it as a plain
-// slot, fn and what runs it, in a ring the mailbox keeps and reuses (on an
-// executor without stripes, where nothing reads a queued task through its
-// turn); a wait on such a Submit from inside a task finds it by its
-// position in the ring, to check the wait for a cycle. Slots and turns
+// slot, fn and an arg (a Go's caller ctx, a Submit's Task with fn's ctx),
+// in a ring the mailbox keeps and reuses (on an executor without stripes,
+// where nothing reads a queued task through its turn), and the runner's one
+// Plain runs each slot: for a Go it makes fn's ctx then, on the worker.
+// A wait on such a Submit from inside a task finds it by its position in
+// the ring, to check the wait for a cycle. Slots and turns
 // share one FIFO order: each turn records how many slots were queued before
 // it. A plain task costs no per-task node, and a drive loop reads a batch's
 // slots one after another instead of chasing a pointer per task to memory
