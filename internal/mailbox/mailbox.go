@@ -42,7 +42,7 @@ type Mailbox struct {
 	r      *Runner
 	owner  Owner
 	queue  list                  // FIFO of entries waiting for a hold
-	plain  *plainRing            // plain tasks, in one FIFO with queue (see Plain); made on the first
+	plain  plainRing             // plain tasks, in one FIFO with queue (see Plain)
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
 	holder *Turn                 // the exclusive holder, if any
 	aux    any                   // the owner's (SetAux)
@@ -105,7 +105,7 @@ func (m *Mailbox) Reset(ring int) {
 // TrimRing drops an idle mailbox's plain ring if it has grown past ring
 // slots (locked); the next plain task makes a fresh one.
 func (m *Mailbox) TrimRing(ring int) {
-	if q := m.plain; q != nil && len(q.buf) > ring {
+	if q := &m.plain; len(q.buf) > ring {
 		q.buf, q.head = nil, 0
 	}
 }
@@ -258,7 +258,7 @@ read:
 	}
 	switch e, plain := m.front(); {
 	case plain:
-		q := m.plain
+		q := &m.plain
 		return q.buf[q.at(int(q.cut))].stamp, true
 	case e != nil:
 		return e.t.stamp.Load(), true

@@ -51,11 +51,11 @@ type plainSlot struct {
 // tail counts the slots ever queued, taken those ever taken into a batch or
 // out by TakePlain; tail-taken are queued.
 //
-// A mailbox makes its ring on the first plain task and keeps it (a mailbox
-// that never sees one pays a pointer).
-// Its buffer starts at one slot, since most keys have one task waiting, and
-// doubles when full.
-// The methods that read counts take a nil ring as an empty one.
+// The ring is part of the mailbox (40 bytes, where a ring of its own would
+// cost a pointer, a 48-byte object and a cache line more to touch for each
+// task queued and each batch taken); its buffer is made on the first plain
+// task and kept. It starts at one slot, since most keys have one task
+// waiting, and doubles when full.
 type plainRing struct {
 	buf         []plainSlot // len is 0 or a power of two
 	head        uint32      // buf index of the first slot (of the batch, if one runs)
@@ -64,26 +64,11 @@ type plainRing struct {
 }
 
 // queued is the number of plain slots waiting.
-func (q *plainRing) queued() int {
-	if q == nil {
-		return 0
-	}
-	return int(q.tail - q.taken)
-}
+func (q *plainRing) queued() int { return int(q.tail - q.taken) }
 
-func (q *plainRing) tailCount() uint32 {
-	if q == nil {
-		return 0
-	}
-	return q.tail
-}
+func (q *plainRing) tailCount() uint32 { return q.tail }
 
-func (q *plainRing) takenCount() uint32 {
-	if q == nil {
-		return 0
-	}
-	return q.taken
-}
+func (q *plainRing) takenCount() uint32 { return q.taken }
 
 func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 
@@ -132,7 +117,7 @@ func (q *plainRing) drop(n int) {
 // need to find it through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
-	m.ring().push(plainSlot{fn: fn, arg: arg, stamp: stamp})
+	m.plain.push(plainSlot{fn: fn, arg: arg, stamp: stamp})
 	m.pending.Add(1)
 	return m.wake()
 }
@@ -288,20 +273,12 @@ func (m *Mailbox) SetAux(v any) { m.aux = v }
 // (Aux), say a stock of what its tasks draw on. It is nil until stored.
 func (m *Mailbox) Local() *any { return m.owner.Local() }
 
-// ring returns m's plain ring, made on first use (locked).
-func (m *Mailbox) ring() *plainRing {
-	if m.plain == nil {
-		m.plain = new(plainRing)
-	}
-	return m.plain
-}
-
 // TakePlain takes every queued plain task out of m and returns their args
 // in queue order, for its owner to end without running them (locked); a
 // running batch's are left to it. Each was pending: the caller must call
 // DonePlain once per task it ends, unlocked.
 func (m *Mailbox) TakePlain() []any {
-	q := m.plain
+	q := &m.plain
 	n := q.queued()
 	if n == 0 {
 		return nil
@@ -358,7 +335,7 @@ func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.tak
 // on reading the buffer it was cut from, whose slots are copied, never
 // overwritten.
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
-	q := m.plain // front found a plain slot: the ring exists
+	q := &m.plain
 	n := min(budget, q.queued())
 	if e := m.queue.head; e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
@@ -433,7 +410,7 @@ func (m *Mailbox) ranBatched() {
 // endPlain removes the batch that ran from the ring and releases its hold
 // (locked).
 func (m *Mailbox) endPlain() {
-	q := m.plain
+	q := &m.plain
 	q.drop(int(q.cut))
 	q.cut = 0
 	if m.r.opt.TrackOldest {
@@ -448,8 +425,8 @@ func (m *Mailbox) endPlain() {
 // and the batch's slots are only read until the batch ends, which takes
 // m's lock: a slot found by the index is the batch's, and has not started.
 func (m *Mailbox) plainOldest() (int64, bool) {
-	q := m.plain
-	if q == nil || q.cut == 0 {
+	q := &m.plain
+	if q.cut == 0 {
 		return 0, false
 	}
 	if i := int(m.plainNext.Load()); i < int(q.cut) {
