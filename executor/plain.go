@@ -298,16 +298,11 @@ func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
 // plain tasks that queuePlain queued, given their args.
 type plainRunner[K comparable] Executor[K]
 
-// RunPlain runs a plain task's fn (mailbox.Plain): a Submit's with the ctx
-// its plainSub carries, a Go's with a ctx made now (goCtx).
+// RunPlain runs a plain task's fn (mailbox.Plain).
 func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64) {
 	e := (*Executor[K])(p)
-	switch a := arg.(type) {
-	case *plainSub[K]:
-		e.runPlain(&a.ctx, &a.err, fn, stamp)
-	case context.Context:
-		e.runPlain(e.goCtx(m, a), nil, fn, stamp)
-	} // (queuePlain queues no other arg)
+	c, result := e.plainTask(m, arg)
+	e.runPlain(c, result, fn, stamp)
 }
 
 // SettlePlain ends a plain Submit's Task once the task's place in its
@@ -320,9 +315,20 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 	}
 }
 
+// plainTask returns the ctx and the result of the plain task that
+// queuePlain queued on m with arg, as it runs or a giving-up Close ends
+// it: a Submit's are in its plainSub; a Go has no result, and its ctx is
+// made now (goCtx).
+func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *error) {
+	if s, ok := arg.(*plainSub[K]); ok {
+		return &s.ctx, &s.err
+	}
+	return e.goCtx(m, arg.(context.Context)), nil // queuePlain queues no other arg
+}
+
 // goCtx makes the ctx of a plain Go queued on m with the caller's ctx
-// parent, as the task runs or a giving-up Close ends it: the key is m's
-// (router.KeyOf), and the core the one queuePlain made.
+// parent: the key is m's (router.KeyOf), and the core the one queuePlain
+// made.
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context) *taskCtx[K] {
 	return &taskCtx[K]{parent: parent, key: e.router.KeyOf(m), j: m.Aux().(*core[K])}
 }
@@ -383,12 +389,8 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
 		e.unreserve()
 		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
-	switch a := arg.(type) {
-	case *plainSub[K]:
-		e.plainAbandoned(&a.ctx, &a.err, ErrClosed)
-	case context.Context:
-		e.plainAbandoned(e.goCtx(m, a), nil, ErrClosed)
-	}
+	c, result := e.plainTask(m, arg)
+	e.plainAbandoned(c, result, ErrClosed)
 }
 
 // beforeWait implements taskCall's, as a submission's does (see
