@@ -102,8 +102,8 @@ func (m *Mailbox) Reset(ring int) {
 	m.TrimRing(ring)
 }
 
-// TrimRing drops an idle mailbox's plain ring if it has grown past ring
-// slots (locked); the next plain task makes a fresh one.
+// TrimRing drops an idle mailbox's plain-ring buffer if it has grown past
+// ring slots (locked); the next plain task makes a fresh one.
 func (m *Mailbox) TrimRing(ring int) {
 	if q := &m.plain; len(q.buf) > ring {
 		q.buf, q.head = nil, 0
@@ -362,7 +362,7 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 func (m *Mailbox) link(e *Entry) {
 	m.measure()
 	e.at = inQueue
-	e.plainBefore = m.plain.tailCount()
+	e.plainBefore = m.plain.tail
 	m.queue.push(e)
 	m.pending.Add(1)
 }

@@ -66,10 +66,6 @@ type plainRing struct {
 // queued is the number of plain slots waiting.
 func (q *plainRing) queued() int { return int(q.tail - q.taken) }
 
-func (q *plainRing) tailCount() uint32 { return q.tail }
-
-func (q *plainRing) takenCount() uint32 { return q.taken }
-
 func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 
 // at returns the index in buf of the i-th slot from head.
@@ -108,13 +104,12 @@ func (q *plainRing) drop(n int) {
 	}
 }
 
-// EnqueuePlain queues fn, with arg for the runner's Plain, at the tail of
-// m's queue (locked), with
-// the stamp OldestStamp reports for it (the owner's clock, as for
-// Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
-// now needs a drive loop; if so the caller must call Dispatch after
-// unlocking. A plain task cannot be canceled; the owner must also never
-// need to find it through a Turn (see Plain).
+// EnqueuePlain queues fn, with arg for the runner's Plain, at the tail of m's
+// queue (locked), with the stamp OldestStamp reports for it (the owner's clock,
+// as for Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
+// now needs a drive loop; if so the caller must call Dispatch after unlocking.
+// A plain task cannot be canceled; the owner must also never need to find it
+// through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
 	m.plain.push(plainSlot{fn: fn, arg: arg, stamp: stamp})
@@ -242,13 +237,13 @@ func (m *Mailbox) clearHeld() {
 // PlainTail is the position the next plain task queued on m takes
 // (locked): EnqueuePlain queues it there. An owner that must find a plain
 // task again while it waits (see PlainQueued) records it.
-func (m *Mailbox) PlainTail() uint32 { return m.plain.tailCount() }
+func (m *Mailbox) PlainTail() uint32 { return m.plain.tail }
 
 // PlainQueued reports whether the plain task queued at pos still waits in
 // m's queue (locked); false once a drive loop took it into a batch (it runs
 // or is about to) or TakePlain took it out. It means something only while
 // that task has not ended: until then m is its mailbox.
-func (m *Mailbox) PlainQueued(pos uint32) bool { return int32(pos-m.plain.takenCount()) >= 0 }
+func (m *Mailbox) PlainQueued(pos uint32) bool { return int32(pos-m.plain.taken) >= 0 }
 
 // EachManyAheadPlain is EachManyAhead for the plain task queued at pos,
 // which must still wait (PlainQueued): it calls f for each multi-key task
@@ -325,7 +320,7 @@ func (m *Mailbox) front() (*Entry, bool) {
 
 // before reports whether the queued entry e goes ahead of every queued
 // plain slot: each of those queued before e has been taken.
-func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.takenCount()) <= 0 }
+func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.taken) <= 0 }
 
 // runPlain runs a batch of the plain tasks at the head of the queue, up to
 // budget, like runBatch: m is locked on entry and on return, done (a task
