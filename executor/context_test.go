@@ -190,12 +190,10 @@ func TestContextEndsAfterAdmission(t *testing.T) {
 
 type ctxKey struct{}
 
-// TestContextDerived: fn's ctx carries the caller's values and deadline and
-// is canceled with the caller's ctx.
 // TestContextOwnPerTask: every task gets a ctx of its own, the uncontended
-// Do's and the plain Go's (carved from blocks shared by a shard's tasks)
-// included: a ctx that fn keeps ends with its task and stays derived from
-// the caller's; no later task gets it.
+// Do's (carved from blocks shared by a shard's calls) and the plain Go's
+// (made by the worker as it starts) included: a ctx that fn keeps ends with
+// its task and stays derived from the caller's; no later task gets it.
 func TestContextOwnPerTask(t *testing.T) {
 	e := newExec[string](t, executor.WithWorkers(2))
 	parent := context.WithValue(context.Background(), ctxKey{}, "v")
@@ -234,6 +232,8 @@ func TestContextOwnPerTask(t *testing.T) {
 	}
 }
 
+// TestContextDerived: fn's ctx carries the caller's values and deadline and
+// is canceled with the caller's ctx.
 func TestContextDerived(t *testing.T) {
 	for _, c := range callers {
 		t.Run(c.name, func(t *testing.T) {

@@ -115,131 +115,111 @@ func seq(n int) []int {
 	return s
 }
 
-// TestPlainGoGiveUp: a Close that gives up ends the plain tasks queued
-// behind a task that ignores its ctx before it returns: each reaches the
-// error handler with ErrClosed and counts as canceled; the stuck task
-// keeps its key until it returns, and then a second Close returns nil.
+// TestPlainGoGiveUp: a Close that gives up ends the plain tasks that have
+// not started, both those queued behind a task that ignores its ctx on its
+// key and those waiting on keys of their own for the only worker, which
+// that task holds: each reaches the error handler with ErrClosed and its own
+// key (its ctx is made only as it ends: see goCtx) and counts as canceled;
+// the stuck task keeps its key until it returns, and then a second Close
+// returns nil.
 func TestPlainGoGiveUp(t *testing.T) {
-	var h handled
-	e, err := executor.New[string](executor.WithWorkers(2), executor.WithErrorHandler(h.handle))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bg := context.Background()
-	stuck, release := make(chan struct{}), make(chan struct{})
-	defer close(release)
-	if err := e.Go(bg, "k", func(context.Context) error { close(stuck); <-release; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	recv(t, "the stuck task to start", stuck)
-	ran := make(chan int, 8)
-	for i := range 5 {
-		if err := e.Go(bg, "k", func(context.Context) error { ran <- i; return nil }); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(bg, time.Millisecond)
-	defer cancel()
-	if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Close with a stuck task: got %v; want DeadlineExceeded", err)
-	}
-	if n := h.count(executor.ErrClosed); n != 5 {
-		t.Errorf("when Close returned, %d tasks were reported ErrClosed; want 5", n)
-	}
-	afterGiveUp(t, e, release)
-	select {
-	case i := <-ran:
-		t.Errorf("task %d, queued when Close gave up, ran", i)
-	default:
+	for _, tc := range []struct {
+		name    string
+		workers int
+		key     func(i int) string
+	}{
+		{"behind it", 2, func(int) string { return "k" }},
+		{"waiting for a worker", 1, func(i int) string { return fmt.Sprintf("w%d", i) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var h handled
+			e, err := executor.New[string](executor.WithWorkers(tc.workers), executor.WithErrorHandler(h.handle))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := context.Background()
+			stuck, release := make(chan struct{}), make(chan struct{})
+			defer close(release)
+			if err := e.Go(bg, "k", func(context.Context) error { close(stuck); <-release; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			recv(t, "the stuck task to start", stuck)
+			ran := make(chan int, 8)
+			var want []any
+			for i := range 5 {
+				want = append(want, tc.key(i))
+				if err := e.Go(bg, tc.key(i), func(context.Context) error { ran <- i; return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ctx, cancel := context.WithTimeout(bg, time.Millisecond)
+			defer cancel()
+			if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Close with a stuck task: got %v; want DeadlineExceeded", err)
+			}
+			if n := h.count(executor.ErrClosed); n != 5 {
+				t.Errorf("when Close returned, %d tasks were reported ErrClosed; want 5", n)
+			}
+			h.mu.Lock()
+			got := slices.Clone(h.keys)
+			h.mu.Unlock()
+			slices.SortFunc(got, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
+			if !slices.Equal(got, want) {
+				t.Errorf("error handler heard of keys %v; want %v", got, want)
+			}
+			afterGiveUp(t, e, release)
+			select {
+			case i := <-ran:
+				t.Errorf("task %d, queued when Close gave up, ran", i)
+			default:
+			}
+		})
 	}
 }
 
 // TestPlainGoKeys: a plain Go's ctx, made only as the task runs, is its own
 // key's, though mailboxes are reused from key to key: fn's error reaches
 // the error handler with its key, and a nested Do is ErrReentrant on that
-// key and on no other. Plain Gos that a giving-up Close ends before they
-// ran reach the handler with their own keys too.
+// key and on no other. (TestPlainGoGiveUp checks the keys of tasks a
+// giving-up Close ends.)
 func TestPlainGoKeys(t *testing.T) {
 	bg := context.Background()
 	nop := func(context.Context) error { return nil }
-	t.Run("run", func(t *testing.T) {
-		var h handled
-		e := newExec[string](t, executor.WithWorkers(2), executor.WithErrorHandler(h.handle))
-		const n = 3000
-		var wrong atomic.Int32
-		for i := range n {
-			key := fmt.Sprintf("k%d", i%257)
-			if err := e.Go(bg, key, func(ctx context.Context) error {
-				if err := e.Do(ctx, key, nop); !errors.Is(err, executor.ErrReentrant) {
-					wrong.Add(1)
-				}
-				if err := e.Do(ctx, "other-"+key, nop); err != nil {
-					wrong.Add(1)
-				}
-				return errors.New(key)
-			}); err != nil {
-				t.Fatal(err)
+	var h handled
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithErrorHandler(h.handle))
+	const n = 3000
+	var wrong atomic.Int32
+	for i := range n {
+		key := fmt.Sprintf("k%d", i%257)
+		if err := e.Go(bg, key, func(ctx context.Context) error {
+			if err := e.Do(ctx, key, nop); !errors.Is(err, executor.ErrReentrant) {
+				wrong.Add(1)
 			}
-			if i%100 == 0 {
-				waitIdle(t, e) // let mailboxes retire, to be reused for other keys
+			if err := e.Do(ctx, "other-"+key, nop); err != nil {
+				wrong.Add(1)
 			}
-		}
-		waitIdle(t, e)
-		if w := wrong.Load(); w != 0 {
-			t.Errorf("%d nested Dos saw another key as their task's", w)
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if len(h.errs) != n {
-			t.Fatalf("error handler heard of %d tasks; want %d", len(h.errs), n)
-		}
-		for i, err := range h.errs {
-			if h.keys[i] != err.Error() {
-				t.Fatalf("error handler: key %v for the task of key %v", h.keys[i], err)
-			}
-		}
-	})
-	t.Run("given up", func(t *testing.T) {
-		var h handled
-		e, err := executor.New[string](executor.WithWorkers(1), executor.WithErrorHandler(h.handle))
-		if err != nil {
+			return errors.New(key)
+		}); err != nil {
 			t.Fatal(err)
 		}
-		stuck, release := make(chan struct{}), make(chan struct{})
-		if err := e.Go(bg, "stuck", func(context.Context) error { close(stuck); <-release; return nil }); err != nil {
-			t.Fatal(err)
+		if i%100 == 0 {
+			waitIdle(t, e) // let mailboxes retire, to be reused for other keys
 		}
-		recv(t, "the stuck task to start", stuck)
-		var want []any
-		for i := range 10 { // each waits for the one worker
-			key := fmt.Sprintf("w%d", i)
-			want = append(want, key)
-			if err := e.Go(bg, key, nop); err != nil {
-				t.Fatal(err)
-			}
+	}
+	waitIdle(t, e)
+	if w := wrong.Load(); w != 0 {
+		t.Errorf("%d nested Dos saw another key as their task's", w)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.errs) != n {
+		t.Fatalf("error handler heard of %d tasks; want %d", len(h.errs), n)
+	}
+	for i, err := range h.errs {
+		if h.keys[i] != err.Error() {
+			t.Fatalf("error handler: key %v for the task of key %v", h.keys[i], err)
 		}
-		ctx, cancel := context.WithTimeout(bg, time.Millisecond)
-		defer cancel()
-		if err := e.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Close with a stuck task: got %v; want DeadlineExceeded", err)
-		}
-		close(release)
-		ctx, cancel = context.WithTimeout(bg, patience)
-		defer cancel()
-		if err := e.Close(ctx); err != nil {
-			t.Fatalf("second Close: got %v; want nil", err)
-		}
-		if n := h.count(executor.ErrClosed); n != len(want) {
-			t.Errorf("%d tasks were reported ErrClosed; want %d", n, len(want))
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		got := slices.Clone(h.keys)
-		slices.SortFunc(got, func(a, b any) int { return strings.Compare(a.(string), b.(string)) })
-		if !slices.Equal(got, want) {
-			t.Errorf("error handler heard of keys %v; want %v", got, want)
-		}
-	})
+	}
 }
 
 // TestPlainGoNested: a plain task's ctx marks its key while fn runs (a
