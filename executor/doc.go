@@ -105,27 +105,27 @@
 // cannot be recycled: fn may keep it or hand it to a goroutine, and a
 // recycled ctx would then carry another call's values and marks.
 //
-// Such a Do takes its ctx from a block of eight that the executor makes for
-// the calls of one shard of its key table: one allocation for every eight
-// calls, still 48 bytes a call. Each ctx is still one call's only. A ctx that fn keeps after its task keeps its block
-// (384 bytes) alive, and with it what the other seven refer to (their
-// callers' contexts and keys), until it is dropped: one more reason for
-// detached work to use a fresh ctx. And while a shard is carving a block,
-// the block keeps the contexts of up to seven of its tasks that have ended,
-// until the shard's next tasks use it up: an executor left idle keeps at
-// most that many per shard.
+// Such a Do takes its ctx from a block of eight that the executor makes for the
+// calls of one shard of its key table: one allocation for every eight calls,
+// still 48 bytes a call. Each ctx is still one call's only. A ctx that fn keeps
+// after the call keeps its block (384 bytes) alive, and with it what the other
+// seven refer to (their callers' contexts and keys), until it is dropped: one
+// more reason for detached work to use a fresh ctx. And while a shard is
+// carving a block, the block keeps the contexts of up to seven of its calls
+// that have ended, until the shard's next calls use it up: an executor left
+// idle keeps at most that many per shard.
 //
-// A Go whose ctx never ends (its Done returns nil, as context.Background's
-// and context.WithoutCancel's do) also allocates only its ctx, on an
-// executor without stripes: nothing can withdraw such a task, so it waits
-// as a 32-byte slot in its key's ring of plain tasks, reused from one task
-// to the next, and its ctx is made only as it starts, by the worker that
-// runs it (a waiting Go costs no ctx), and is its own allocation. Such a Submit allocates one 96-byte object, its ctx and the
-// Task it returns (which is the caller's to keep). With a ctx that can end,
-// a Go allocates one 208-byte object (the task and its ctx), a Submit one
-// of 224 bytes (with its Task), and each also the watch of its ctx
-// (context.AfterFunc: three small objects), which withdraws the task at
-// once if the ctx ends while it waits; a DoMany also its keys. A waiting
-// task costs that object or slot; a busy key one mailbox; an idle key
-// nothing. See BENCHMARKS.md for figures.
+// A Go whose ctx never ends (its Done returns nil, as context.Background's and
+// context.WithoutCancel's do) also allocates only its ctx, on an executor
+// without stripes: nothing can withdraw such a task, so it waits as a 32-byte
+// slot in its key's ring of plain tasks, reused from one task to the next, and
+// its ctx is made only as it starts, by the worker that runs it (a waiting Go
+// costs no ctx), and is its own allocation. Such a Submit allocates one 96-byte
+// object, its ctx and the Task it returns (which is the caller's to keep). With
+// a ctx that can end, a Go allocates one 208-byte object (the task and its
+// ctx), a Submit one of 224 bytes (with its Task), and each also the watch of
+// its ctx (context.AfterFunc: three small objects), which withdraws the task at
+// once if the ctx ends while it waits; a DoMany also its keys. A waiting task
+// costs that object or slot; a busy key one mailbox; an idle key nothing. See
+// BENCHMARKS.md for figures.
 package executor

@@ -30,8 +30,9 @@
 // each shard's one candidate before it counts.
 //
 // Each shard (and each stripe) also keeps one value for the executor,
-// guarded by its lock (mailbox.Owner's Local): the block of task contexts
-// that its uncontended Do calls are carved from.
+// guarded by its lock (mailbox.Owner's Local): a shard's is the block of
+// task contexts that its uncontended Do calls are carved from; a stripe's
+// stays unused, since on stripes no Do runs at once.
 //
 // In striped mode (executor.WithStripes) the table is a fixed array of
 // mailboxes allocated once; keys hash onto them and nothing is ever created
