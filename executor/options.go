@@ -99,8 +99,9 @@ func WithMaxPending(n int) Option {
 }
 
 // WithThroughput sets how many tasks a mailbox runs in a row before it gives
-// its worker back to other keys. Lower is fairer, higher batches more. n must
-// be at least 1; the default is DefaultThroughput (32).
+// its worker back to other keys, if any wait for one (otherwise it runs on).
+// Lower is fairer, higher batches more. n must be at least 1; the default
+// is DefaultThroughput (32).
 func WithThroughput(n int) Option {
 	return func(c *config) error {
 		if n < 1 {

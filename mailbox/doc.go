@@ -40,8 +40,9 @@
 // ready queue of work waiting for a slot, and starts drive loops on a pond
 // pool with pool.Go. A drive loop takes up to WithThroughput of a mailbox's
 // queued turns as one batch, under one lock round trip, runs them in a row,
-// then gives its slot to the next ready mailbox: a hot key batches, and
-// other keys still get a worker after at most WithThroughput of its tasks.
+// then gives its slot to the next ready mailbox, or, if none waits for a
+// slot, takes the next batch: a hot key batches, and other keys still get a
+// worker after at most WithThroughput of its tasks.
 //
 // A mailbox exists only while its key has work. "This mailbox is idle" and
 // "remove it from the table" are decided under the one lock every submitter

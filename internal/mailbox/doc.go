@@ -11,9 +11,10 @@
 // queue of work waiting for a slot, and starts drive loops on a pond pool
 // with pool.Go. A drive loop takes up to its throughput of a mailbox's
 // queued tasks as one batch (one lock round trip), runs them in a row, and
-// then yields its slot to the next ready mailbox. A task that nothing can
-// cancel or wait on can be queued without a Turn, as a slot in a ring the
-// mailbox reuses (see Plain), in the same FIFO order.
+// then yields its slot to the next ready mailbox, if one waits (otherwise it
+// takes the next batch). A task that nothing can cancel or wait on can be
+// queued without a Turn, as a slot in a ring the mailbox reuses (see
+// Plain), in the same FIFO order.
 //
 // A Mailbox has no lock of its own: it is guarded by the lock of the router
 // shard that maps its key, so that "this mailbox is idle" and "remove it from

@@ -458,9 +458,10 @@ func (m *Mailbox) unlockRetire() {
 }
 
 // drive runs m's queue on a goroutine that owns an execution slot: up to
-// budget exclusive tasks in a row, then it yields (re-queues m on the
-// runner). It returns a granted multi-key or shared task for the caller to
-// run with the same slot, or nil.
+// budget exclusive tasks in a row, then, if other work waits for a slot, it
+// yields (re-queues m on the runner); otherwise it takes another budget. It
+// returns a granted multi-key or shared task for the caller to run with the
+// same slot, or nil.
 func (m *Mailbox) drive(budget int) *Turn {
 	m.mu.Lock()
 	var done *Turn // ran in this loop; settled once m's lock is released
@@ -471,6 +472,11 @@ func (m *Mailbox) drive(budget int) *Turn {
 			m.unlockRetire()
 			settle(done)
 			return nil
+		}
+		if budget == 0 && m.r.nready.Load() == 0 {
+			// Nothing waits for a slot: yielding would only hand m back to
+			// this loop, through the ready queue's lock twice. Go on.
+			budget = m.r.throughput
 		}
 		if budget == 0 {
 			// Yield: m stays driven and goes to the back of the ready queue.
