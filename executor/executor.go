@@ -195,6 +195,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey
+		Room:           cfg.maxPerKey,
 		Plain:          (*plainRunner[K])(e),
 	}
 	if e.ages {
@@ -204,7 +205,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		opt.Ran = e.unreserveBatch // see job.release
 	}
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput, opt)
-	e.router = router.New[K](e.runner, cfg.stripes, cfg.maxPerKey)
+	e.router = router.New[K](e.runner, cfg.stripes)
 	e.attach()
 	if cfg.slow > 0 {
 		e.slowStop, e.slowDone = make(chan struct{}), make(chan struct{})

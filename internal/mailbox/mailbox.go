@@ -59,10 +59,10 @@ type Mailbox struct {
 	// heldSince is when the current hold began (RunnerOptions.Clock), 0 if none or
 	// if the runner keeps no clock: a batch's task as it starts, else the
 	// first of the holders granted. Written locked, or by the drive loop
-	// during its batch; read locked. warned is the heldSince of the last
-	// hold reported slow (MarkSlow).
+	// during its batch; read locked. It holds the time shifted left by one
+	// (see held), and its low bit is set once the hold has been reported
+	// slow (MarkSlow): a new hold's time clears it.
 	heldSince atomic.Int64
-	warned    int64
 
 	// The small fields last, packed (a mailbox lives as long as its key is
 	// busy: its size is most of what a waiting key costs).
@@ -73,7 +73,6 @@ type Mailbox struct {
 	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 	sharers int32        // shared holds granted
 	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
-	limit   int32        // room: at most limit pending; 0 = no cap
 	// plainNext is a running plain batch's next task to start, as an index
 	// in the batch (see plainOldest), when the runner tracks it.
 	plainNext atomic.Int32
@@ -87,10 +86,9 @@ type Mailbox struct {
 	Mark bool
 }
 
-// Init prepares m to live under lock mu, run on r and retire through o,
-// with room for limit pending tasks (0 = no cap) when submissions park.
-func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner, limit int) {
-	m.mu, m.r, m.owner, m.limit = mu, r, o, int32(limit)
+// Init prepares m to live under lock mu, run on r and retire through o.
+func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner) {
+	m.mu, m.r, m.owner = mu, r, o
 	m.Reset(0)
 }
 
@@ -191,7 +189,7 @@ func (m *Mailbox) unpark(e *Entry) {
 // caller then calls wake, as after any change to the queue (a running
 // batch need not: the drive loop finds them when the batch ends).
 func (m *Mailbox) promote() {
-	for m.parked.Load() > 0 && (m.limit == 0 || m.count() < m.limit) {
+	for room := m.r.opt.Room; m.parked.Load() > 0 && (room == 0 || int(m.count()) < room); {
 		e := m.park.head
 		if !e.t.work.Promote() {
 			return // refused: the submitter takes it out (Unpark)
@@ -387,7 +385,7 @@ func (m *Mailbox) unlink(e *Entry) {
 func (m *Mailbox) grant(e *Entry) {
 	e.at = holding
 	if m.r.opt.Clock != nil && m.holder == nil && m.sharers == 0 {
-		m.heldSince.Store(m.r.opt.Clock())
+		m.heldSince.Store(held(m.r.opt.Clock()))
 	}
 	if e.shared {
 		m.sharers++
@@ -414,19 +412,22 @@ func (m *Mailbox) unhold(e *Entry) {
 // (from its first task); false if nothing holds m or the runner keeps no
 // clock (locked).
 func (m *Mailbox) HeldSince() (int64, bool) {
-	at := m.heldSince.Load()
-	return at, at != 0
+	h := m.heldSince.Load()
+	return h >> 1, h != 0
 }
 
+// held is what heldSince holds for a hold that began at clock time at and
+// has not been reported slow: at shifted left by one, keeping its sign (a
+// Clock's times are within 2^62 ns, 146 years, of its zero).
+func held(at int64) int64 { return at << 1 }
+
 // MarkSlow reports whether the current hold has not been reported slow yet,
-// and marks it reported (locked): a slow task is reported once.
+// and marks it reported (locked): a slow task is reported once. A drive
+// loop that starts its batch's next task meanwhile (unlocked) wins: the
+// new hold is not the one that was slow.
 func (m *Mailbox) MarkSlow() bool {
-	at := m.heldSince.Load()
-	if at == 0 || at == m.warned {
-		return false
-	}
-	m.warned = at
-	return true
+	h := m.heldSince.Load()
+	return h != 0 && h&1 == 0 && m.heldSince.CompareAndSwap(h, h|1)
 }
 
 // wake marks m driven and reports true if its head can be granted now and
@@ -621,7 +622,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 					m.cursor.Store(f)
 				}
 				if m.r.opt.Clock != nil {
-					m.heldSince.Store(m.r.opt.Clock())
+					m.heldSince.Store(held(m.r.opt.Clock()))
 				}
 				grouped, after = buf, f
 				g.Run(buf)
@@ -641,7 +642,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				m.cursor.Store(next)
 			}
 			if m.r.opt.Clock != nil {
-				m.heldSince.Store(m.r.opt.Clock())
+				m.heldSince.Store(held(m.r.opt.Clock()))
 			}
 			running = e
 			t.work.Run()

@@ -96,7 +96,7 @@ type box struct {
 
 func newBox(r *mailbox.Runner) *box {
 	b := new(box)
-	b.m.Init(&b.mu, r, &b.o, 0)
+	b.m.Init(&b.mu, r, &b.o)
 	return b
 }
 
@@ -406,7 +406,7 @@ func (w *admitWork) Promote() bool { close(w.admitted); return true }
 // the queue as soon as a task of a running batch ends and makes room, not
 // when the whole batch ends; it still runs after the batch.
 func TestParkedAdmittedMidBatch(t *testing.T) {
-	r := newRunner(t, 1, 8)
+	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Room: 2}) // room for 2 pending per mailbox
 	var log runLog
 	other := newBox(r)
 	hold := newGatedWork(-1, &log)
@@ -414,7 +414,7 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 	wait(t, "the slot's holder to start", hold.started)
 
 	b := new(box)
-	b.m.Init(&b.mu, r, &b.o, 2) // room for 2 pending
+	b.m.Init(&b.mu, r, &b.o)
 	a, c := newGatedWork(0, &log), newGatedWork(1, &log)
 	b.submit(a) // no free slot: both wait, then run as one batch
 	b.submit(c)

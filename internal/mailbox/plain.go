@@ -126,7 +126,7 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp in
 // runtime.Goexit.
 func (m *Mailbox) HoldPlain() {
 	if m.r.opt.Clock != nil {
-		m.heldSince.Store(m.r.opt.Clock())
+		m.heldSince.Store(held(m.r.opt.Clock()))
 	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
 		// (pending is 0 whenever CanHold holds; the check keeps the
 		// give-back's swap, which expects exactly this hold, honest.)
@@ -374,7 +374,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 			m.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
 		}
 		if clock != nil {
-			m.heldSince.Store(clock())
+			m.heldSince.Store(held(clock()))
 		}
 		running = true
 		p.RunPlain(m, s.fn, s.arg, s.stamp)

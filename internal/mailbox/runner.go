@@ -94,8 +94,13 @@ type RunnerOptions struct {
 
 	// Clock, if set, is the clock mailboxes read as a hold begins, for
 	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per
-	// task. Without it no mailbox reads a clock.
+	// task. Its times must be within 2^62 of its zero, and a hold that
+	// began at 0 counts as none. Without it no mailbox reads a clock.
 	Clock func() int64
+
+	// Room is how many tasks a mailbox may have pending before submissions
+	// that park (Mailbox.Park) wait for room; 0 means no cap.
+	Room int
 }
 
 // NewRunner returns a Runner with limit slots that drives mailboxes on pool,

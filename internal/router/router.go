@@ -16,7 +16,6 @@ type Router[K comparable] struct {
 	shards  []shard[K]  // dynamic mode
 	stripes []stripe[K] // striped mode
 	runner  *mailbox.Runner
-	limit   int          // per-key room for parked submissions
 	live    atomic.Int64 // striped mode: stripes that are not idle (see Live)
 }
 
@@ -60,18 +59,17 @@ type stripe[K comparable] struct {
 	r     *Router[K]
 }
 
-// New returns a router whose mailboxes run on r and give parked submissions
-// room up to limit pending tasks per key (0 = no cap). With stripes > 0 it is a
+// New returns a router whose mailboxes run on r. With stripes > 0 it is a
 // fixed table of that many mailboxes; otherwise mailboxes come and go with
 // their keys.
-func New[K comparable](r *mailbox.Runner, stripes, limit int) *Router[K] {
-	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r, limit: limit}
+func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
+	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r}
 	if stripes > 0 {
 		rt.stripes = make([]stripe[K], stripes)
 		for i := range rt.stripes {
 			s := &rt.stripes[i]
 			s.r = rt
-			s.mb.Init(&s.mu, r, s, limit)
+			s.mb.Init(&s.mu, r, s)
 		}
 		return rt
 	}
@@ -151,7 +149,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n, s.spares[s.nspare] = s.spares[s.nspare], nil
 		} else {
 			n = &node[K]{s: s}
-			n.mb.Init(&s.mu, rt.runner, n, rt.limit)
+			n.mb.Init(&s.mu, rt.runner, n)
 		}
 		n.key, n.mb.Mark = key, true
 		s.m[key] = n

@@ -77,7 +77,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // TestAcquireRetire: a mailbox exists while it has work and retires when it
 // drains; an Acquire that leaves it idle retires it at once.
 func TestAcquireRetire(t *testing.T) {
-	rt := router.New[string](newRunner(t, 2), 0, 0)
+	rt := router.New[string](newRunner(t, 2), 0)
 	if rt.Striped() {
 		t.Fatalf("Striped() with 0 stripes: got true; want false")
 	}
@@ -114,7 +114,7 @@ func TestAcquireRetire(t *testing.T) {
 // TestKeyOf: KeyOf names the key a mailbox serves now, also once the
 // mailbox has retired and been reused for another key.
 func TestKeyOf(t *testing.T) {
-	rt := router.New[string](newRunner(t, 2), 0, 0)
+	rt := router.New[string](newRunner(t, 2), 0)
 	last := map[*mailbox.Mailbox]string{}
 	reused := 0
 	for i := range 5000 {
@@ -139,7 +139,7 @@ func TestKeyOf(t *testing.T) {
 // keys on one stripe share it, and Live counts busy stripes.
 func TestStripes(t *testing.T) {
 	const stripes = 4
-	rt := router.New[int](newRunner(t, 2), stripes, 0)
+	rt := router.New[int](newRunner(t, 2), stripes)
 	if !rt.Striped() {
 		t.Fatalf("Striped() with %d stripes: got false; want true", stripes)
 	}
@@ -187,7 +187,7 @@ func TestStripes(t *testing.T) {
 func TestRetireRace(t *testing.T) {
 	for _, stripes := range []int{0, 2} {
 		t.Run(fmt.Sprintf("stripes=%d", stripes), func(t *testing.T) {
-			rt := router.New[int](newRunner(t, 3), stripes, 0)
+			rt := router.New[int](newRunner(t, 3), stripes)
 			const keys, callers, each = 3, 6, 400
 			busy := make([]atomic.Int32, keys)
 			var overlap atomic.Int32
@@ -233,7 +233,7 @@ func TestRetireRace(t *testing.T) {
 func BenchmarkLive(b *testing.B) {
 	pool := pond.NewPool(0)
 	defer pool.StopAndWait()
-	rt := router.New[string](mailbox.NewRunner(pool, 2, 4, mailbox.RunnerOptions{}), 0, 0)
+	rt := router.New[string](mailbox.NewRunner(pool, 2, 4, mailbox.RunnerOptions{}), 0)
 	for b.Loop() {
 		_ = rt.Live()
 	}
@@ -242,7 +242,7 @@ func BenchmarkLive(b *testing.B) {
 // TestFind: Find returns a busy key's mailbox, locked, and for a key with
 // none returns nil without making one.
 func TestFind(t *testing.T) {
-	rt := router.New[string](newRunner(t, 1), 0, 0)
+	rt := router.New[string](newRunner(t, 1), 0)
 	if m := rt.Find("a"); m != nil {
 		m.Release()
 		t.Fatal("Find on a key never used returned a mailbox")
@@ -292,7 +292,7 @@ func hold[K comparable](rt *router.Router[K], key K) (*mailbox.Mailbox, bool) {
 // settles or retires it. Keys of one shard take turns at the shard's one
 // fast hold.
 func TestFastHoldLive(t *testing.T) {
-	rt := router.New[int](newRunner(t, 2), 0, 0)
+	rt := router.New[int](newRunner(t, 2), 0)
 	a, b := 0, 1
 	for rt.Index(b) != rt.Index(a) {
 		b++
@@ -369,7 +369,7 @@ func TestFastHoldLive(t *testing.T) {
 // (a shard's, or a stripe's) and kept while they come and go.
 func TestLocal(t *testing.T) {
 	for _, stripes := range []int{0, 4} {
-		rt := router.New[int](newRunner(t, 2), stripes, 0)
+		rt := router.New[int](newRunner(t, 2), stripes)
 		byIndex := map[int]*any{}
 		for k := range 64 {
 			m := rt.Acquire(k)
@@ -401,7 +401,7 @@ func TestLocal(t *testing.T) {
 // free key one that can be held, and Live and Each see exactly the held
 // keys, whichever key had its shard's fast hold last.
 func TestFastHoldModel(t *testing.T) {
-	rt := router.New[int](newRunner(t, 2), 0, 0)
+	rt := router.New[int](newRunner(t, 2), 0)
 	var keys []int
 	for _, shard := range []int{rt.Index(0), rt.Index(1)} {
 		n := 0

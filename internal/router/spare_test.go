@@ -19,7 +19,7 @@ func TestSpares(t *testing.T) {
 		r.Wait()
 		pool.StopAndWait()
 	})
-	rt := New[string](r, 0, 0)
+	rt := New[string](r, 0)
 	var ks []string // keys of shard 0
 	for i := 0; len(ks) < maxSpares+4; i++ {
 		if k := fmt.Sprint("k", i); rt.Index(k) == 0 {
