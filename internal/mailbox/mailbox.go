@@ -589,7 +589,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				m.mu.Lock()
 				m.endBatch()
 				m.mu.Unlock()
-			}, item{m: m})
+			}, item{m})
 		case grouped != nil:
 			for _, t := range grouped {
 				m.finishRun(t)
@@ -600,7 +600,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				m.mu.Lock()
 				m.endBatch()
 				m.mu.Unlock()
-			}, item{m: m})
+			}, item{m})
 		}
 	}()
 	track := m.r.opt.TrackOldest
@@ -692,7 +692,7 @@ func (m *Mailbox) grantReaders() bool {
 		m.grant(e)
 		t.need.Store(0)
 		if t.state.CompareAndSwap(Queued, Granted) {
-			m.r.push(item{t: t})
+			m.r.push(item{t})
 			more = true
 		}
 	}

@@ -363,7 +363,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 				m.mu.Lock()
 				m.endPlain()
 				m.mu.Unlock()
-			}, item{m: m})
+			}, item{m})
 		}
 	}()
 	mask := len(buf) - 1

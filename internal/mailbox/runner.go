@@ -7,13 +7,18 @@ import (
 	"github.com/alitto/pond/v2"
 )
 
-// item is one unit of the ready queue: a mailbox to drive, a granted task to
-// run, or a goroutine waiting to get its execution slot back.
-type item struct {
-	m      *Mailbox
-	t      *Turn
-	resume chan struct{}
-}
+// item is one unit of the ready queue: a mailbox to drive (*Mailbox), a
+// granted task to run (*Turn), or a goroutine waiting to get its execution
+// slot back (chan struct{}); the zero item starts a loop with the next ready
+// one. One interface value keeps a slot of the queue at 16 bytes: while no
+// worker is free, each waiting key holds one.
+type item struct{ v any }
+
+func (it item) mailbox() *Mailbox { m, _ := it.v.(*Mailbox); return m }
+
+func (it item) turn() *Turn { t, _ := it.v.(*Turn); return t }
+
+func (it item) resume() chan struct{} { c, _ := it.v.(chan struct{}); return c }
 
 // Runner bounds execution to a number of slots and runs work on a pond pool.
 //
@@ -53,7 +58,7 @@ func (l *launcher) run() {
 	r, m := l.r, l.m
 	l.m = nil
 	r.launchers.Put(l)
-	r.loop(item{m: m})
+	r.loop(item{m})
 }
 
 // launch starts a drive loop for m on a slot the caller acquired.
@@ -129,7 +134,7 @@ func (r *Runner) Acquire() {
 		return
 	}
 	ch := make(chan struct{})
-	r.push(item{resume: ch})
+	r.push(item{ch})
 	r.kick()
 	<-ch
 }
@@ -153,11 +158,11 @@ func (r *Runner) Dispatch(m *Mailbox) {
 		r.launch(m)
 		return
 	}
-	r.push(item{m: m})
+	r.push(item{m})
 	r.kick()
 }
 
-func (r *Runner) requeue(m *Mailbox) { r.push(item{m: m}) }
+func (r *Runner) requeue(m *Mailbox) { r.push(item{m}) }
 
 func (r *Runner) push(it item) {
 	r.mu.Lock()
@@ -193,10 +198,10 @@ func (r *Runner) kick() {
 // start runs it on the slot its caller acquired.
 func (r *Runner) start(it item) {
 	switch {
-	case it.resume != nil:
-		close(it.resume) // the slot passes to the waiting goroutine
-	case it.m != nil:
-		r.launch(it.m)
+	case it.resume() != nil:
+		close(it.resume()) // the slot passes to the waiting goroutine
+	case it.mailbox() != nil:
+		r.launch(it.mailbox())
 	default:
 		r.spawn(func() { r.loop(it) })
 	}
@@ -234,9 +239,9 @@ func (r *Runner) takeOver(rest func(), it item) {
 // serve is loop's body.
 func (r *Runner) serve(it item) {
 	for {
-		t := it.t
-		if it.m != nil {
-			t = it.m.drive(r.throughput)
+		t := it.turn()
+		if m := it.mailbox(); m != nil {
+			t = m.drive(r.throughput)
 		}
 		if t != nil {
 			r.runGranted(t)
@@ -274,8 +279,8 @@ func (r *Runner) next() (item, bool) {
 	for {
 		if r.nready.Load() > 0 {
 			if it, ok := r.pop(); ok {
-				if it.resume != nil {
-					close(it.resume)
+				if c := it.resume(); c != nil {
+					close(c)
 					return item{}, false
 				}
 				return it, true
