@@ -57,8 +57,8 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 // unreserve gives back a reservation: to the first submission parked for
 // global room if there is one, else to Close's drain count.
 func (e *Executor[K]) unreserve() {
-	if e.pending.Add(-1) == 0 && e.closed.Load() {
-		e.drain()
+	if e.pending.Add(-1) == 0 {
+		e.drainIfDone()
 	}
 	if e.room.busy() {
 		e.room.hand(e.takeRoom)
@@ -70,7 +70,21 @@ func (e *Executor[K]) unreserve() {
 // a global cap: nobody waits for room there, only Close's drain counts
 // reservations, so one atomic operation can stand for the whole batch.
 func (e *Executor[K]) unreserveBatch(n int) {
-	if e.pending.Add(-int64(n)) == 0 && e.closed.Load() {
+	if e.pending.Add(-int64(n)) == 0 {
+		e.drainIfDone()
+	}
+}
+
+// drainIfDone lets Close return once the executor is closed, no
+// reservation is held and no execution slot is owned: an accepted task
+// holds a reservation until it settles, except an uncontended Do on an
+// executor without a global cap (doLean), which holds only its slot. It is
+// called as the last reservation is given back, and as a slot is given
+// back (mailbox.RunnerOptions.Released); Close calls it once it has set
+// closed. Each of those writes its count, then reads the others', so the
+// last one to finish sees them all at 0.
+func (e *Executor[K]) drainIfDone() {
+	if e.closed.Load() && e.pending.Load() == 0 && e.runner.Active() == 0 {
 		e.drain()
 	}
 }

@@ -36,9 +36,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	if !e.closed.Swap(true) {
 		close(e.closing) // parked submitters leave with ErrClosed
 	}
-	if e.pending.Load() == 0 {
-		e.drain()
-	}
+	e.drainIfDone()
 	var err error
 	select {
 	case <-e.drained:

@@ -82,6 +82,114 @@ func TestCloseDrains(t *testing.T) {
 	}
 }
 
+// TestCloseWaitsForInlineDo uses the fake clock: a Do that finds its key
+// idle runs fn on its caller's goroutine, and without a global cap it holds
+// only its execution slot, no reservation (see doLean); Close still waits
+// for it to return, refusing new work meanwhile, and so it does when a
+// global cap makes the Do reserve.
+func TestCloseWaitsForInlineDo(t *testing.T) {
+	for name, opts := range map[string][]executor.Option{
+		"no global cap": nil,
+		"global cap":    {executor.WithMaxPending(10)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, err := executor.New[string](opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				g := newGate()
+				defer g.open()
+				did := make(chan error, 1)
+				go func() { did <- e.Do(context.Background(), "k", g.fn) }()
+				<-g.started
+				closed := make(chan error, 1)
+				go func() { closed <- e.Close(context.Background()) }()
+				synctest.Wait() // Close is blocked, or has returned
+				if err, ok := returned(closed); ok {
+					t.Fatalf("Close returned %v while a Do's fn ran", err)
+				}
+				if err := e.Do(context.Background(), "other", nop); !errors.Is(err, executor.ErrClosed) {
+					t.Errorf("Do while closing: got %v; want ErrClosed", err)
+				}
+				g.open()
+				synctest.Wait()
+				wantReturned(t, "the running Do", did)
+				wantReturned(t, "Close", closed)
+				if s := e.Stats(); s.Submitted != 1 || s.Completed != 1 || !balanced(s) {
+					t.Errorf("Stats after Close: got %+v; want Submitted = Completed = 1", s)
+				}
+			})
+		})
+	}
+}
+
+// TestCloseWaitsForInlineDoLending uses the fake clock: a Do running at
+// once on its caller's goroutine, with no reservation, whose fn waits in a
+// nested Do on a busy key lends its execution slot meanwhile; Close, begun
+// during that wait, still waits for the outer Do, after the nested one and
+// the task it waited for have ended.
+func TestCloseWaitsForInlineDoLending(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		busy, last := newGate(), newGate()
+		defer busy.open()
+		defer last.open()
+		if _, err := e.Submit(context.Background(), "b", busy.fn); err != nil {
+			t.Fatal(err)
+		}
+		<-busy.started
+		nested := make(chan error, 1)
+		did := make(chan error, 1)
+		go func() {
+			did <- e.Do(context.Background(), "a", func(ctx context.Context) error {
+				nested <- e.Do(ctx, "b", nop) // queues behind busy: lends the slot
+				return last.fn(ctx)
+			})
+		}()
+		synctest.Wait()
+		closed := make(chan error, 1)
+		go func() { closed <- e.Close(context.Background()) }()
+		synctest.Wait()
+		busy.open()
+		synctest.Wait() // busy and the nested Do end; the outer Do waits on last
+		if err := <-nested; err != nil {
+			t.Errorf("nested Do: got %v; want nil", err)
+		}
+		if err, ok := returned(closed); ok {
+			t.Fatalf("Close returned %v while the outer Do's fn ran", err)
+		}
+		last.open()
+		synctest.Wait()
+		wantReturned(t, "the outer Do", did)
+		wantReturned(t, "Close", closed)
+	})
+}
+
+// returned reports what a call that sends its result on ch returned, if it
+// has (in a synctest bubble, after synctest.Wait).
+func returned(ch chan error) (error, bool) {
+	select {
+	case err := <-ch:
+		return err, true
+	default:
+		return nil, false
+	}
+}
+
+// wantReturned fails t unless the call that sends on ch has returned nil.
+func wantReturned(t *testing.T, name string, ch chan error) {
+	t.Helper()
+	if err, ok := returned(ch); !ok {
+		t.Errorf("%s has not returned", name)
+	} else if err != nil {
+		t.Errorf("%s: got %v; want nil", name, err)
+	}
+}
+
 // TestCloseGivesUp uses the fake clock: when Close's ctx ends first, tasks
 // that have not started fail with ErrClosed, the running one sees its ctx
 // canceled, and Close returns ctx's error once it has returned.

@@ -32,10 +32,13 @@ type Executor[K comparable] struct {
 	// batchRelease: with no global cap, a batch's reservations are given
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
-	runner       *mailbox.Runner
-	router       *router.Router[K]
-	pool         pond.Pool
-	ownPool      bool
+	// leanDo: an uncontended Do made outside any task takes no reservation,
+	// only its execution slot (see doLean).
+	leanDo  bool
+	runner  *mailbox.Runner
+	router  *router.Router[K]
+	pool    pond.Pool
+	ownPool bool
 
 	jobs sync.Pool // of *job[K]; see job
 
@@ -65,7 +68,7 @@ type Executor[K comparable] struct {
 	force       context.Context // canceled when Close gives up: running tasks see their ctx end
 	forceCancel context.CancelFunc
 	closing     chan struct{} // closed when Close starts
-	drained     chan struct{} // closed once closed and nothing is pending
+	drained     chan struct{} // closed once closed, nothing is pending and no slot is owned (drainIfDone)
 
 	// dispatching counts submitters between enqueueing a task on an idle
 	// mailbox and spawning its drive loop. The task may be canceled and
@@ -192,6 +195,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.force, e.forceCancel = context.WithCancel(context.Background())
 	e.ages = e.obs != nil || e.needsAge || cfg.slow > 0
 	e.batchRelease = cfg.maxPending == 0
+	e.leanDo = e.batchRelease && e.obs == nil && !e.ages && !e.asksKey() && cfg.stripes == 0
 	opt := mailbox.RunnerOptions{
 		TrackOldest:    e.ages || cfg.stripes > 0,       // see askKey, nameOf and OldestKeys
 		MeasureService: cfg.maxPerKey > 0 || e.needsAge, // Retry hints: see askKey
@@ -204,6 +208,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	if e.batchRelease {
 		opt.Ran = e.unreserveBatch // see job.release
 	}
+	opt.Released = e.drainIfDone // see doLean
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput, opt)
 	e.router = router.New[K](e.runner, cfg.stripes)
 	e.attach()

@@ -143,9 +143,18 @@ func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 
 // lend gives the calling task's slot to other work while a nested call
 // waits. It reports whether it did.
+//
+// On an executor whose uncontended Do holds its slot instead of a
+// reservation (leanDo), the lent slot is covered by a reservation taken
+// before it is given up and given back once it is taken back (unlend):
+// Close's drain, which counts both, never sees the task as gone.
 func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
-	if j := outer.live(); j == nil || !j.lendSlot() {
+	j := outer.live()
+	if j == nil || !j.lendSlot() {
 		return false
+	}
+	if j.e.leanDo {
+		j.e.pending.Add(1)
 	}
 	r.Release()
 	return true
@@ -157,6 +166,9 @@ func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
 	if lent {
 		r.Acquire()
 		outer.unlent()
+		if e := outer.j.e; e.leanDo && e.pending.Add(-1) == 0 {
+			e.drainIfDone()
+		}
 	}
 }
 

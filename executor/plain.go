@@ -57,9 +57,24 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 // another, so the call takes no job and allocates only that ctx. Otherwise
 // the call waits as a job, as any Do does.
 func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error, outer *taskCtx[K]) error {
-	m, wait, err := e.admit(ctx, key, outer)
-	if err != nil {
-		return err
+	var m *mailbox.Mailbox
+	wait := false
+	if outer == nil && e.leanDo {
+		m = e.router.Acquire(key)
+		if m.CanHold(false) && e.runner.TryAcquire() {
+			return e.doLean(ctx, key, fn, m)
+		}
+		// The reservation admit would have taken first: without a global
+		// cap it reads nothing that m's lock guards, and asks nobody.
+		if err := e.reserve(ctx); err != nil {
+			m.Release()
+			return err
+		}
+	} else {
+		var err error
+		if m, wait, err = e.admit(ctx, key, outer); err != nil {
+			return err
+		}
 	}
 	slot := noSlot
 	if !wait && m.CanHold(false) {
@@ -71,7 +86,7 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		m.HoldPlain()
 		if slot == ownSlot && e.obs == nil && !e.ages {
 			m.Release()
-			return e.runLean(m, c, fn)
+			return e.runLean(m, c, fn, true)
 		}
 		e.submitted.Add(1)
 		var at int64
@@ -89,6 +104,27 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		return err
 	}
 	return e.wait(ctx, j, outer, p == queuedLent)
+}
+
+// doLean runs fn at once on the caller's goroutine for a Do made outside
+// any task, on key's idle mailbox m (locked), with the execution slot the
+// caller took, on an executor where nothing else needs a reservation
+// (leanDo): no global cap, no Observer, no ages, no question to the
+// Policy about the key. It takes no reservation: the slot stands for one,
+// since Close's drain waits for every slot as well as every reservation
+// (drainIfDone). The call checks closed after taking its slot, as reserve
+// does after counting, so either it sees Close or Close sees its slot.
+func (e *Executor[K]) doLean(ctx context.Context, key K, fn func(context.Context) error, m *mailbox.Mailbox) error {
+	if e.closed.Load() {
+		m.Release()
+		e.runner.Release() // Released: the drain may be waiting for this slot
+		return e.reject(ErrClosed)
+	}
+	c := e.newCtx(m)
+	c.parent, c.key, c.j = ctx, key, e.plainCore(m)
+	m.HoldPlain()
+	m.Release()
+	return e.runLean(m, c, fn, false)
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
@@ -131,12 +167,12 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 // giving-up Close abandoned, after it was admitted is accounted as
 // canceled. A panic in fn becomes a *PanicError, logged with the key; a
 // runtime.Goexit in fn, or in the logger reporting its panic, ends the task
-// as ErrGoexit. Either way the hold, the slot and the reservation are given
-// back, last.
-func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error) (err error) {
+// as ErrGoexit. Either way the hold, the slot and the reservation, if it
+// took one (reserved; see doLean), are given back, last.
+func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, reserved bool) (err error) {
 	returned := false
 	defer func() {
-		defer e.unholdLean(m)
+		defer e.unholdLean(m, reserved)
 		if !returned {
 			err = e.leanEnded(c, recover())
 		}
@@ -173,12 +209,14 @@ func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	return e.recovered(v, keyField(c, nil))
 }
 
-// unholdLean gives back what a lean task held: its key, its slot and its
-// reservation.
-func (e *Executor[K]) unholdLean(m *mailbox.Mailbox) {
+// unholdLean gives back what a lean task held: its key, its slot and, if
+// reserved, its reservation.
+func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	m.UnholdPlain()
 	e.runner.Release()
-	e.unreserve()
+	if reserved {
+		e.unreserve()
+	}
 }
 
 // plainSub is what a plain Submit allocates, in one object: fn's ctx and

@@ -106,6 +106,12 @@ type RunnerOptions struct {
 	// Room is how many tasks a mailbox may have pending before submissions
 	// that park (Mailbox.Park) wait for room; 0 means no cap.
 	Room int
+
+	// Released, if set, is called after a slot is given back and nothing
+	// took it (Release, or a drive loop that found no more work), so that
+	// an owner waiting for every slot to be free (Active() == 0) hears of
+	// it. It must not block.
+	Released func()
 }
 
 // NewRunner returns a Runner with limit slots that drives mailboxes on pool,
@@ -144,6 +150,14 @@ func (r *Runner) Acquire() {
 func (r *Runner) Release() {
 	r.active.Add(-1)
 	r.kick()
+	r.released()
+}
+
+// released tells the owner that a slot was given back (RunnerOptions.Released).
+func (r *Runner) released() {
+	if r.opt.Released != nil {
+		r.opt.Released()
+	}
 }
 
 // Active is the number of slots owned now.
@@ -189,6 +203,7 @@ func (r *Runner) kick() {
 		it, ok := r.pop()
 		if !ok {
 			r.active.Add(-1)
+			r.released()
 			continue
 		}
 		r.start(it)
@@ -288,6 +303,7 @@ func (r *Runner) next() (item, bool) {
 		}
 		r.active.Add(-1)
 		if r.nready.Load() == 0 || !r.TryAcquire() {
+			r.released()
 			return item{}, false
 		}
 	}
