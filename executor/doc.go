@@ -22,15 +22,18 @@
 // the Policy (package backpressure) whether to admit, asks the router
 // (internal/router) for the key's mailbox, and hands the mailbox
 // (internal/mailbox) a turn to queue and run on the shared pond pool; the
-// result comes back through the task's done signal. Four calls go back up,
+// result comes back through the task's done signal. Five calls go back up,
 // each because the lower layer must act on something only the upper one
 // knows: the mailbox runs and ends turns through the executor's Work (Run,
 // Settle, Promote); a drive loop reports a finished batch (RunnerOptions.Ran)
-// so the executor gives back its reservations in one step; a mailbox tells
-// the router it is idle (Owner.Retire) under the shard lock, which settles
-// the retire-versus-submit race; and the executor reads back the Work of
-// turns it finds queued (Close giving up, HotKeys in striped mode, the
-// deadlock check). See mailbox and router for their design.
+// so the executor gives back its reservations in one step; the runner
+// reports a slot given back (RunnerOptions.Released), since Close's drain
+// waits for free slots as well as reservations (an uncontended Do without a
+// global cap holds only its slot); a mailbox tells the router it is idle
+// (Owner.Retire) under the shard lock, which settles the retire-versus-submit
+// race; and the executor reads back the Work of turns it finds queued (Close
+// giving up, HotKeys in striped mode, the deadlock check). See mailbox and
+// router for their design.
 //
 // # Nested calls and contexts
 //
