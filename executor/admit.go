@@ -78,7 +78,7 @@ func (e *Executor[K]) unreserveBatch(n int) {
 // drainIfDone lets Close return once the executor is closed, no
 // reservation is held and no execution slot is owned: an accepted task
 // holds a reservation until it settles, except an uncontended Do on an
-// executor without a global cap (doLean), which holds only its slot. It is
+// executor without a global cap (leanSlot), which holds only its slot. It is
 // called as the last reservation is given back, and as a slot is given
 // back (mailbox.RunnerOptions.Released); Close calls it once it has set
 // closed. Each of those writes its count, then reads the others', so the

@@ -84,7 +84,7 @@ func TestCloseDrains(t *testing.T) {
 
 // TestCloseWaitsForInlineDo uses the fake clock: a Do that finds its key
 // idle runs fn on its caller's goroutine, and without a global cap it holds
-// only its execution slot, no reservation (see doLean); Close still waits
+// only its execution slot, no reservation (see leanSlot); Close still waits
 // for it to return, refusing new work meanwhile, and so it does when a
 // global cap makes the Do reserve.
 func TestCloseWaitsForInlineDo(t *testing.T) {

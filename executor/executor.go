@@ -33,7 +33,7 @@ type Executor[K comparable] struct {
 	// back in one step at its end (see unreserveBatch).
 	batchRelease bool
 	// leanDo: an uncontended Do made outside any task takes no reservation,
-	// only its execution slot (see doLean).
+	// only its execution slot (see leanSlot).
 	leanDo  bool
 	runner  *mailbox.Runner
 	router  *router.Router[K]
@@ -208,7 +208,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	if e.batchRelease {
 		opt.Ran = e.unreserveBatch // see job.release
 	}
-	opt.Released = e.drainIfDone // see doLean
+	opt.Released = e.drainIfDone // see leanSlot
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput, opt)
 	e.router = router.New[K](e.runner, cfg.stripes)
 	e.attach()

@@ -57,27 +57,25 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 // another, so the call takes no job and allocates only that ctx. Otherwise
 // the call waits as a job, as any Do does.
 func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error, outer *taskCtx[K]) error {
-	var m *mailbox.Mailbox
-	wait := false
+	var (
+		m        *mailbox.Mailbox
+		wait     bool
+		slot     = noSlot
+		reserved = true // false: the slot stands for the reservation (leanSlot)
+	)
 	if outer == nil && e.leanDo {
-		m = e.router.Acquire(key)
-		if m.CanHold(false) && e.runner.TryAcquire() {
-			return e.doLean(ctx, key, fn, m)
-		}
-		// The reservation admit would have taken first: without a global
-		// cap it reads nothing that m's lock guards, and asks nobody.
-		if err := e.reserve(ctx); err != nil {
-			m.Release()
+		var err error
+		if m, slot, err = e.leanSlot(ctx, key); err != nil {
 			return err
 		}
+		reserved = slot == noSlot
 	} else {
 		var err error
 		if m, wait, err = e.admit(ctx, key, outer); err != nil {
 			return err
 		}
 	}
-	slot := noSlot
-	if !wait && m.CanHold(false) {
+	if slot == noSlot && !wait && m.CanHold(false) {
 		slot = outer.takeSlot(e.runner)
 	}
 	if slot != noSlot {
@@ -86,7 +84,7 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		m.HoldPlain()
 		if slot == ownSlot && e.obs == nil && !e.ages {
 			m.Release()
-			return e.runLean(m, c, fn, true)
+			return e.runLean(m, c, fn, reserved)
 		}
 		e.submitted.Add(1)
 		var at int64
@@ -106,25 +104,31 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 	return e.wait(ctx, j, outer, p == queuedLent)
 }
 
-// doLean runs fn at once on the caller's goroutine for a Do made outside
-// any task, on key's idle mailbox m (locked), with the execution slot the
-// caller took, on an executor where nothing else needs a reservation
-// (leanDo): no global cap, no Observer, no ages, no question to the
-// Policy about the key. It takes no reservation: the slot stands for one,
-// since Close's drain waits for every slot as well as every reservation
-// (drainIfDone). The call checks closed after taking its slot, as reserve
+// leanSlot is admit for a Do made outside any task on an executor where
+// nothing but Close needs a reservation (leanDo: no global cap, no
+// Observer, no ages, no question to the Policy about the key). It returns
+// key's mailbox locked. If the key is idle and a slot is free, it takes
+// the slot (ownSlot) and no reservation: the slot stands for one, since
+// Close's drain waits for every slot as well as every reservation
+// (drainIfDone), and it checks closed after taking the slot, as reserve
 // does after counting, so either it sees Close or Close sees its slot.
-func (e *Executor[K]) doLean(ctx context.Context, key K, fn func(context.Context) error, m *mailbox.Mailbox) error {
-	if e.closed.Load() {
-		m.Release()
-		e.runner.Release() // Released: the drain may be waiting for this slot
-		return e.reject(ErrClosed)
+// Otherwise it reserves, as admit would have first (without a global cap
+// that reads nothing m's lock guards, and asks nobody), and returns noSlot.
+func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, slot, error) {
+	m := e.router.Acquire(key)
+	if m.CanHold(false) && e.runner.TryAcquire() {
+		if e.closed.Load() {
+			m.Release()
+			e.runner.Release() // Released: the drain may be waiting for this slot
+			return nil, noSlot, e.reject(ErrClosed)
+		}
+		return m, ownSlot, nil
 	}
-	c := e.newCtx(m)
-	c.parent, c.key, c.j = ctx, key, e.plainCore(m)
-	m.HoldPlain()
-	m.Release()
-	return e.runLean(m, c, fn, false)
+	if err := e.reserve(ctx); err != nil {
+		m.Release()
+		return nil, noSlot, err
+	}
+	return m, noSlot, nil
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
@@ -168,7 +172,7 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 // canceled. A panic in fn becomes a *PanicError, logged with the key; a
 // runtime.Goexit in fn, or in the logger reporting its panic, ends the task
 // as ErrGoexit. Either way the hold, the slot and the reservation, if it
-// took one (reserved; see doLean), are given back, last.
+// took one (reserved; see leanSlot), are given back, last.
 func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, reserved bool) (err error) {
 	returned := false
 	defer func() {

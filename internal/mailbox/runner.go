@@ -212,11 +212,11 @@ func (r *Runner) kick() {
 
 // start runs it on the slot its caller acquired.
 func (r *Runner) start(it item) {
-	switch {
-	case it.resume() != nil:
-		close(it.resume()) // the slot passes to the waiting goroutine
-	case it.mailbox() != nil:
-		r.launch(it.mailbox())
+	switch v := it.v.(type) {
+	case chan struct{}:
+		close(v) // the slot passes to the waiting goroutine
+	case *Mailbox:
+		r.launch(v)
 	default:
 		r.spawn(func() { r.loop(it) })
 	}
