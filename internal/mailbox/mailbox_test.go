@@ -402,24 +402,24 @@ type admitWork struct {
 
 func (w *admitWork) Promote() bool { close(w.admitted); return true }
 
-// TestParkedAdmittedMidBatch: a submission parked at the key's cap enters
-// the queue as soon as a task of a running batch ends and makes room, not
-// when the whole batch ends; it still runs after the batch.
-func TestParkedAdmittedMidBatch(t *testing.T) {
-	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Room: 2}) // room for 2 pending per mailbox
-	var log runLog
+// parkBehindBatch sets up a mailbox b, on a runner with one slot and
+// RunnerOptions.Room room, whose gated tasks a and c run as one batch,
+// with a submission p parked behind them; it returns once a has started.
+func parkBehindBatch(t *testing.T, room int) (r *mailbox.Runner, b *box, log *runLog, a, c *work, p *admitWork) {
+	t.Helper()
+	r = newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Room: room})
+	log = new(runLog)
 	other := newBox(r)
-	hold := newGatedWork(-1, &log)
+	hold := newGatedWork(-1, log)
 	other.submit(hold)
 	wait(t, "the slot's holder to start", hold.started)
 
-	b := new(box)
-	b.m.Init(&b.mu, r, &b.o)
-	a, c := newGatedWork(0, &log), newGatedWork(1, &log)
+	b = newBox(r)
+	a, c = newGatedWork(0, log), newGatedWork(1, log)
 	b.submit(a) // no free slot: both wait, then run as one batch
 	b.submit(c)
-	p := &admitWork{work: newWork(2, &log), admitted: make(chan struct{})}
-	var pt mailbox.Turn
+	p = &admitWork{work: newWork(2, log), admitted: make(chan struct{})}
+	pt := new(mailbox.Turn)
 	pt.Init(p, false)
 	b.m.Lock()
 	b.m.Park(pt.Entry())
@@ -427,6 +427,14 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 
 	close(hold.gate) // the slot passes to the batch a, c
 	wait(t, "task a to start", a.started)
+	return r, b, log, a, c, p
+}
+
+// TestParkedAdmittedMidBatch: a submission parked at the key's cap enters
+// the queue as soon as a task of a running batch ends and makes room, not
+// when the whole batch ends; it still runs after the batch.
+func TestParkedAdmittedMidBatch(t *testing.T) {
+	r, b, log, a, c, p := parkBehindBatch(t, 2) // room for 2 pending per mailbox
 	select {
 	case <-p.admitted:
 		t.Fatal("parked submission admitted while the key was full")
@@ -447,6 +455,29 @@ func TestParkedAdmittedMidBatch(t *testing.T) {
 		t.Errorf("after the admission: Pending %d, Parked %d; want 2, 0", pending, parked)
 	}
 	close(c.gate)
+	wait(t, "the admitted task to settle", p.done)
+	r.Wait()
+	if got := log.get(); len(got) != 4 || got[1] != 0 || got[2] != 1 || got[3] != 2 {
+		t.Errorf("run order: got %v; want [-1 0 1 2]", got)
+	}
+}
+
+// TestParkedWaitsForRoom: with RunnerOptions.Room 1, a parked submission
+// stays parked while a task of the running batch ends and leaves the key
+// full with the next one, and enters the queue only when that one ends
+// too.
+func TestParkedWaitsForRoom(t *testing.T) {
+	r, _, log, a, c, p := parkBehindBatch(t, 1)
+	close(a.gate)
+	wait(t, "task c to start", c.started) // a's end was the chance to admit
+	select {
+	case <-p.admitted:
+		close(c.gate)
+		t.Fatal("parked submission admitted with c pending and room for 1")
+	default:
+	}
+	close(c.gate)
+	wait(t, "the parked submission to be admitted", p.admitted)
 	wait(t, "the admitted task to settle", p.done)
 	r.Wait()
 	if got := log.get(); len(got) != 4 || got[1] != 0 || got[2] != 1 || got[3] != 2 {
