@@ -6,11 +6,21 @@ import (
 	"time"
 )
 
-// plainHold stands in m.holder for an exclusive hold that has no Turn: a
-// drive loop's batch, or a plain task run on its caller's goroutine (see
-// HoldPlain). fastHold stands there for a plain hold that may be given back
-// without the lock (see "Fast holds" in plain.go).
-var plainHold, fastHold Turn
+// holdKind is what holds a mailbox exclusively (Mailbox.hold).
+type holdKind uint8
+
+const (
+	holdNone holdKind = iota
+	// holdPlain is an exclusive hold that has no Turn: a drive loop's
+	// batch, or a plain task run on its caller's goroutine (see HoldPlain).
+	holdPlain
+	// holdFast is a plain hold that may be given back without the lock
+	// (see "Fast holds" in plain.go).
+	holdFast
+	// holdTurn is a Turn's hold (Hold, or a multi-key task granted by the
+	// drive loop): the Turn is extra.holder.
+	holdTurn
+)
 
 // Owner is told, with the mailbox's lock held, when a mailbox is idle
 // (nothing queued, held, parked or driven) as its lock is released. It may
@@ -38,46 +48,23 @@ type Owner interface {
 // while it runs a batch unlocked); every method that says "locked" must be
 // called with mu held.
 type Mailbox struct {
-	mu     *sync.Mutex // the owner's lock; guards everything below
-	r      *Runner
-	owner  Owner
-	queue  list                  // FIFO of entries waiting for a hold
-	plain  plainRing             // plain tasks, in one FIFO with queue (see Plain)
-	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
-	holder *Turn                 // the exclusive holder, if any
-	aux    any                   // the owner's (SetAux)
+	mu    *sync.Mutex // the owner's lock; guards everything below
+	r     *Runner
+	owner Owner
+	plain plainRing // plain tasks, in one FIFO with the queue (see Plain)
+	aux   any       // the owner's (SetAux)
 
-	// The waiting room: submissions parked until the queue has room
-	// (backpressure.Block). They are not pending; FIFO among themselves.
-	// Made on the first Park (most mailboxes never need one) and kept.
-	park *list
+	// x is the rest of the mailbox, what only some keys need (see extra):
+	// nil until then. It is set locked and kept for the mailbox's life; the
+	// drive loop loads it unlocked.
+	x atomic.Pointer[extra]
 
-	// Service-rate estimate for retry hints, kept only while a queue stands:
-	// served tasks finished since busySince (unix ns; 0 = no queue yet).
-	busySince int64
-
-	// heldSince is when the current hold began (RunnerOptions.Clock), 0 if none or
-	// if the runner keeps no clock: a batch's task as it starts, else the
-	// first of the holders granted. Written locked, or by the drive loop
-	// during its batch; read locked. It holds the time shifted left by one
-	// (see held), and its low bit is set once the hold has been reported
-	// slow (MarkSlow): a new hold's time clears it.
-	heldSince atomic.Int64
-
-	// The small fields last, packed (a mailbox lives as long as its key is
-	// busy: its size is most of what a waiting key costs).
 	// pending counts the entries queued, holding or in a run (see count);
 	// decremented unlocked only by the driver, and by a fast hold given
 	// back (see plain.go), which also sets fastBit in it.
 	pending atomic.Int32
-	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
-	sharers int32        // shared holds granted
-	parked  atomic.Int32 // submissions in the waiting room; changed locked, read unlocked by the driver
-	// plainNext is a running plain batch's next task to start, as an index
-	// in the batch (see plainOldest), when the runner tracks it.
-	plainNext atomic.Int32
-	driven    bool // a drive loop is scheduled or running
-	many      bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+	driven  bool     // a drive loop is scheduled or running
+	hold    holdKind // what holds m exclusively, if anything
 
 	// Mark is the owner's: the mailbox never reads it (locked). It sits in
 	// what would be padding, so that an owner embedding a mailbox needs no
@@ -86,9 +73,88 @@ type Mailbox struct {
 	Mark bool
 }
 
+// extra is the part of a mailbox that a key needs only for work other than
+// plain tasks and plain holds (queued Turns, a Turn's hold, a waiting room,
+// shared holds), or on a runner that times holds (RunnerOptions.Clock),
+// tracks the oldest task (TrackOldest) or measures service
+// (MeasureService). A mailbox lives as long as its key is busy, so its size
+// is most of what a waiting key costs: the plain-only key, the common one,
+// does without these 88 bytes, and its router node fits the 128-byte size
+// class. It is made on the first need (Mailbox.more), or at Init for such a
+// runner, and stays with the mailbox when it is reused.
+type extra struct {
+	queue  list                  // FIFO of entries waiting for a hold
+	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
+	holder *Turn                 // the exclusive holder, if a Turn (holdTurn)
+
+	// The waiting room: submissions parked until the queue has room
+	// (backpressure.Block). They are not pending; FIFO among themselves.
+	park list
+
+	// Service-rate estimate for retry hints, kept only while a queue stands:
+	// served tasks finished since busySince (unix ns; 0 = no queue yet).
+	busySince int64
+
+	// heldSince is when the current hold began (RunnerOptions.Clock), 0 if
+	// none: a batch's task as it starts, else the first of the holders
+	// granted. Written locked, or by the drive loop during its batch; read
+	// locked. It holds the time shifted left by one (see held), and its low
+	// bit is set once the hold has been reported slow (MarkSlow): a new
+	// hold's time clears it.
+	heldSince atomic.Int64
+
+	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
+	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
+	sharers int32        // shared holds granted
+
+	// plainNext is a running plain batch's next task to start, as an index
+	// in the batch (see plainOldest), when the runner tracks it.
+	plainNext atomic.Int32
+
+	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+}
+
+// more returns m's extra, making it if m has none yet (locked).
+func (m *Mailbox) more() *extra {
+	x := m.x.Load()
+	if x == nil {
+		x = new(extra)
+		m.x.Store(x)
+	}
+	return x
+}
+
+// head returns the queue's head entry, or nil (locked).
+func (m *Mailbox) head() *Entry {
+	if x := m.x.Load(); x != nil {
+		return x.queue.head
+	}
+	return nil
+}
+
+// sharing is the number of shared holds granted (locked).
+func (m *Mailbox) sharing() int32 {
+	if x := m.x.Load(); x != nil {
+		return x.sharers
+	}
+	return 0
+}
+
+// nparked is the number of submissions in the waiting room (locked, or
+// unlocked by the driver).
+func (m *Mailbox) nparked() int32 {
+	if x := m.x.Load(); x != nil {
+		return x.parked.Load()
+	}
+	return 0
+}
+
 // Init prepares m to live under lock mu, run on r and retire through o.
 func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner) {
 	m.mu, m.r, m.owner = mu, r, o
+	if o := r.opt; o.Clock != nil || o.TrackOldest || o.MeasureService {
+		m.more() // every task reads or writes it
+	}
 	m.Reset(0)
 }
 
@@ -109,7 +175,13 @@ func (m *Mailbox) TrimRing(ring int) {
 }
 
 // forget clears the service-rate estimate once the queue has drained.
-func (m *Mailbox) forget() { m.busySince = 0; m.served.Store(0); m.many = false }
+func (m *Mailbox) forget() {
+	if x := m.x.Load(); x != nil {
+		x.busySince = 0
+		x.served.Store(0)
+		x.many = false
+	}
+}
 
 // Owner returns the Owner m was made for (Init), which never changes: its
 // owner's owner (the executor, for the router) reaches what the owner
@@ -129,20 +201,21 @@ func (m *Mailbox) Pending() int { return int(m.count()) }
 func (m *Mailbox) count() int32 { return m.pending.Load() &^ fastBit }
 
 // Parked is the number of submissions waiting for room (locked).
-func (m *Mailbox) Parked() int { return int(m.parked.Load()) }
+func (m *Mailbox) Parked() int { return int(m.nparked()) }
 
 // Idle reports whether nothing is queued, held, parked or driven (locked).
-func (m *Mailbox) Idle() bool { return m.count() == 0 && m.parked.Load() == 0 && !m.driven }
+func (m *Mailbox) Idle() bool { return m.count() == 0 && m.nparked() == 0 && !m.driven }
 
 // ServiceTime estimates how long the key takes per task lately, from the
 // tasks it finished while a queue stood; 0 means no estimate, always so
 // unless the runner measures it (RunnerOptions.MeasureService) (locked).
 func (m *Mailbox) ServiceTime() time.Duration {
-	if m.busySince == 0 {
+	x := m.x.Load()
+	if x == nil || x.busySince == 0 {
 		return 0
 	}
-	busy := time.Duration(time.Now().UnixNano() - m.busySince)
-	served := m.served.Load()
+	busy := time.Duration(time.Now().UnixNano() - x.busySince)
+	served := x.served.Load()
 	if served == 0 {
 		// Nothing finished since the queue formed: the running task's age
 		// so far is a lower bound, if the runner keeps a clock; else there
@@ -160,11 +233,9 @@ func (m *Mailbox) ServiceTime() time.Duration {
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.at = inRoom
-	if m.park == nil {
-		m.park = new(list)
-	}
-	m.park.push(e)
-	m.parked.Add(1)
+	x := m.more()
+	x.park.push(e)
+	x.parked.Add(1)
 }
 
 // Unpark takes e out of the waiting room if it is still there, and reports
@@ -180,17 +251,22 @@ func (m *Mailbox) Unpark(e *Entry) bool {
 }
 
 func (m *Mailbox) unpark(e *Entry) {
-	m.park.remove(e)
+	x := m.x.Load() // e is in its park
+	x.park.remove(e)
 	e.at = nowhere
-	m.parked.Add(-1)
+	x.parked.Add(-1)
 }
 
 // promote admits parked submissions while there is room (locked); the
 // caller then calls wake, as after any change to the queue (a running
 // batch need not: the drive loop finds them when the batch ends).
 func (m *Mailbox) promote() {
-	for room := m.r.opt.Room; m.parked.Load() > 0 && (room == 0 || int(m.count()) < room); {
-		e := m.park.head
+	x := m.x.Load()
+	if x == nil {
+		return // nothing ever parked
+	}
+	for room := m.r.opt.Room; x.parked.Load() > 0 && (room == 0 || int(m.count()) < room); {
+		e := x.park.head
 		if !e.t.work.Promote() {
 			return // refused: the submitter takes it out (Unpark)
 		}
@@ -206,8 +282,10 @@ func (m *Mailbox) promote() {
 // OldestStamp for the stamp). It sees Turns only: an owner that reads it
 // queues no plain tasks (see Plain).
 func (m *Mailbox) Oldest() *Turn {
-	if e := m.cursor.Load(); e != nil {
-		return e.t
+	if x := m.x.Load(); x != nil {
+		if e := x.cursor.Load(); e != nil {
+			return e.t
+		}
 	}
 	return m.Head()
 }
@@ -227,15 +305,16 @@ func (m *Mailbox) Oldest() *Turn {
 // followed: that entry was withdrawn from this batch, its owner never reuses
 // it, so its link stays as the batch was cut, under m's lock.
 func (m *Mailbox) OldestStamp() (int64, bool) {
+	x := m.x.Load()
 read:
-	for {
-		e := m.cursor.Load()
+	for x != nil {
+		e := x.cursor.Load()
 		if e == nil {
 			break
 		}
 		f := e
 		for f != nil && f.t.state.Load() == Canceled {
-			if m.cursor.Load() != e {
+			if x.cursor.Load() != e {
 				continue read // f may have run and been reused: its state proves nothing
 			}
 			f = f.next
@@ -244,7 +323,7 @@ read:
 		if f != nil {
 			at = f.t.stamp.Load()
 		}
-		if m.cursor.Load() == e {
+		if x.cursor.Load() == e {
 			if f != nil {
 				return at, true
 			}
@@ -267,25 +346,25 @@ read:
 // Head returns the oldest queued Turn, or nil (locked); plain tasks are not
 // Turns, and one may be queued ahead of it (see Plain).
 func (m *Mailbox) Head() *Turn {
-	if m.queue.head == nil {
-		return nil
+	if e := m.head(); e != nil {
+		return e.t
 	}
-	return m.queue.head.t
+	return nil
 }
 
 // Holder returns the task holding m exclusively, or nil (locked); nil too
 // while a drive loop runs a batch or a plain task holds m (HoldPlain).
 func (m *Mailbox) Holder() *Turn {
-	if m.holder == &plainHold || m.holder == &fastHold {
+	if m.hold != holdTurn {
 		return nil
 	}
-	return m.holder
+	return m.x.Load().holder
 }
 
 // Each calls f for every queued Turn, oldest first (locked); plain tasks
 // are not Turns (see Plain and TakePlain).
 func (m *Mailbox) Each(f func(t *Turn)) {
-	for e := m.queue.head; e != nil; e = e.next {
+	for e := m.head(); e != nil; e = e.next {
 		f(e.t)
 	}
 }
@@ -303,7 +382,8 @@ func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
 // eachManyAhead is EachManyAhead for the queued entries for which ahead
 // holds, a run at the head of the queue (locked).
 func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
-	if !m.many {
+	x := m.x.Load()
+	if x == nil || !x.many {
 		return
 	}
 	found := false
@@ -311,7 +391,7 @@ func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
 		found = true
 		f(h)
 	}
-	o := m.queue.head
+	o := x.queue.head
 	for ; o != nil && ahead(o); o = o.next {
 		if o.t.many != nil {
 			found = true
@@ -319,14 +399,14 @@ func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
 		}
 	}
 	if !found && o == nil {
-		m.many = false // the whole queue was seen
+		x.many = false // the whole queue was seen
 	}
 }
 
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
-	return m.queue.head == nil && m.plain.queued() == 0 && m.holder == nil && (m.sharers == 0 || shared)
+	return m.head() == nil && m.plain.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
 // Hold grants single-key task t its hold at once, for a run on the caller's
@@ -347,7 +427,7 @@ func (m *Mailbox) Hold(t *Turn) {
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	e.m = m
 	if e.t.many != nil {
-		m.many = true
+		m.more().many = true
 	}
 	m.link(e)
 	return m.wake()
@@ -361,16 +441,19 @@ func (m *Mailbox) link(e *Entry) {
 	m.measure()
 	e.at = inQueue
 	e.plainBefore = m.plain.tail
-	m.queue.push(e)
+	m.more().queue.push(e)
 	m.pending.Add(1)
 }
 
 // measure starts the service-rate estimate when a task is about to be
 // queued behind another (locked): a queue forms.
 func (m *Mailbox) measure() {
-	if m.busySince == 0 && m.r.opt.MeasureService && m.count() > 0 {
-		m.busySince = time.Now().UnixNano()
-		m.served.Store(0)
+	if !m.r.opt.MeasureService || m.count() == 0 {
+		return
+	}
+	if x := m.x.Load(); x.busySince == 0 { // made at Init, as the runner measures
+		x.busySince = time.Now().UnixNano()
+		x.served.Store(0)
 	}
 }
 
@@ -378,30 +461,32 @@ func (m *Mailbox) measure() {
 func (m *Mailbox) Dispatch() { m.r.Dispatch(m) }
 
 func (m *Mailbox) unlink(e *Entry) {
-	m.queue.remove(e)
+	m.x.Load().queue.remove(e) // e is in its queue
 	e.at = nowhere
 }
 
 func (m *Mailbox) grant(e *Entry) {
 	e.at = holding
-	if m.r.opt.Clock != nil && m.holder == nil && m.sharers == 0 {
-		m.heldSince.Store(held(m.r.opt.Clock()))
+	if m.r.opt.Clock != nil && m.hold == holdNone && m.sharing() == 0 {
+		m.x.Load().heldSince.Store(held(m.r.opt.Clock())) // made at Init, as the runner has a clock
 	}
 	if e.shared {
-		m.sharers++
+		m.more().sharers++
 	} else {
-		m.holder = e.t
+		m.hold = holdTurn
+		m.more().holder = e.t
 	}
 }
 
 func (m *Mailbox) unhold(e *Entry) {
 	e.at = nowhere
 	if e.shared {
-		m.sharers--
+		m.x.Load().sharers-- // made by grant
 	} else {
-		m.holder = nil
+		m.hold = holdNone
+		m.x.Load().holder = nil // made by grant
 	}
-	if m.holder == nil && m.sharers == 0 {
+	if m.hold == holdNone && m.sharing() == 0 {
 		m.clearHeld()
 	}
 }
@@ -412,7 +497,11 @@ func (m *Mailbox) unhold(e *Entry) {
 // (from its first task); false if nothing holds m or the runner keeps no
 // clock (locked).
 func (m *Mailbox) HeldSince() (int64, bool) {
-	h := m.heldSince.Load()
+	x := m.x.Load()
+	if x == nil {
+		return 0, false // the runner keeps no clock
+	}
+	h := x.heldSince.Load()
 	return h >> 1, h != 0
 }
 
@@ -426,18 +515,22 @@ func held(at int64) int64 { return at << 1 }
 // loop that starts its batch's next task meanwhile (unlocked) wins: the
 // new hold is not the one that was slow.
 func (m *Mailbox) MarkSlow() bool {
-	h := m.heldSince.Load()
-	return h != 0 && h&1 == 0 && m.heldSince.CompareAndSwap(h, h|1)
+	x := m.x.Load()
+	if x == nil {
+		return false // the runner keeps no clock
+	}
+	h := x.heldSince.Load()
+	return h != 0 && h&1 == 0 && x.heldSince.CompareAndSwap(h, h|1)
 }
 
 // wake marks m driven and reports true if its head can be granted now and
 // no drive loop is scheduled (locked).
 func (m *Mailbox) wake() bool {
-	if m.driven || m.holder != nil {
+	if m.driven || m.hold != holdNone {
 		return false
 	}
 	e, plain := m.front()
-	if !plain && (e == nil || (m.sharers > 0 && !e.shared)) || plain && m.sharers > 0 {
+	if !plain && (e == nil || (m.sharing() > 0 && !e.shared)) || plain && m.sharing() > 0 {
 		return false
 	}
 	m.driven = true
@@ -452,7 +545,7 @@ func (m *Mailbox) wake() bool {
 func (m *Mailbox) unlockRetire() {
 	mu := m.mu
 	m.settle()
-	if m.count() == 0 && !m.driven && m.parked.Load() == 0 {
+	if m.count() == 0 && !m.driven && m.nparked() == 0 {
 		m.owner.Retire(m)
 	}
 	mu.Unlock()
@@ -468,7 +561,7 @@ func (m *Mailbox) drive(budget int) *Turn {
 	var done *Turn // ran in this loop; settled once m's lock is released
 	for {
 		e, plain := m.front()
-		if !plain && e == nil || m.holder != nil || m.sharers > 0 && (plain || !e.shared) {
+		if !plain && e == nil || m.hold != holdNone || m.sharing() > 0 && (plain || !e.shared) {
 			m.driven = false
 			m.unlockRetire()
 			settle(done)
@@ -536,12 +629,13 @@ func (m *Mailbox) drive(budget int) *Turn {
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
-// instead of two per task. While it runs, m.holder is plainHold: nothing else
+// instead of two per task. While it runs, m.hold is holdPlain: nothing else
 // can hold m and new submissions queue behind the batch. A batched task
 // canceled before it starts loses the start CAS; its canceler gives its
 // place back at once (Entry.release), and the loop skips it.
 func (m *Mailbox) runBatch(budget int, done *Turn) int {
-	first := m.queue.head
+	x := m.x.Load() // the queue has an entry
+	first := x.queue.head
 	last, n := first, 0
 	var g *Group // the group of the run being taken, if any
 	inRun := 0   // turns taken of that run
@@ -557,8 +651,8 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 		e.at = inBatch
 		last = e
 	}
-	m.queue.cut(last)
-	m.holder = &plainHold
+	x.queue.cut(last)
+	m.hold = holdPlain
 	m.mu.Unlock()
 	settle(done)
 	m.runFrom(first, 0)
@@ -603,7 +697,8 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m})
 		}
 	}()
-	track := m.r.opt.TrackOldest
+	track, clock := m.r.opt.TrackOldest, m.r.opt.Clock
+	x := m.x.Load() // the batch's entries were queued there
 	var buf []*Turn
 	for e != nil {
 		if g := e.t.group(); g != nil {
@@ -619,10 +714,10 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}
 			if len(buf) > 0 {
 				if track {
-					m.cursor.Store(f)
+					x.cursor.Store(f)
 				}
-				if m.r.opt.Clock != nil {
-					m.heldSince.Store(held(m.r.opt.Clock()))
+				if clock != nil {
+					x.heldSince.Store(held(clock()))
 				}
 				grouped, after = buf, f
 				g.Run(buf)
@@ -639,10 +734,10 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {
 			if track {
-				m.cursor.Store(next)
+				x.cursor.Store(next)
 			}
-			if m.r.opt.Clock != nil {
-				m.heldSince.Store(held(m.r.opt.Clock()))
+			if clock != nil {
+				x.heldSince.Store(held(clock()))
 			}
 			running = e
 			t.work.Run()
@@ -669,9 +764,9 @@ func (m *Mailbox) finishRun(t *Turn) {
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
 	if m.r.opt.TrackOldest {
-		m.cursor.Store(nil)
+		m.x.Load().cursor.Store(nil) // made at Init, as the runner tracks it
 	}
-	m.holder = nil
+	m.hold = holdNone
 	m.clearHeld()
 	m.decay()
 	m.promote()
@@ -682,7 +777,7 @@ func (m *Mailbox) endBatch() {
 // released (locked). It reports whether any was queued.
 func (m *Mailbox) grantReaders() bool {
 	more := false
-	for e := m.queue.head; e != nil && e.shared && m.before(e); e = m.queue.head {
+	for e := m.head(); e != nil && e.shared && m.before(e); e = m.head() {
 		t := e.t
 		m.unlink(e)
 		if t.state.Load() == Canceled {
@@ -703,17 +798,18 @@ func (m *Mailbox) grantReaders() bool {
 // both the count and the span, and it forgets everything when the queue
 // drains (locked).
 func (m *Mailbox) decay() {
-	if m.busySince == 0 {
+	x := m.x.Load()
+	if x == nil || x.busySince == 0 {
 		return
 	}
-	if m.queue.head == nil && m.plain.queued() == 0 {
+	if x.queue.head == nil && m.plain.queued() == 0 {
 		m.forget() // the queue drained
 		return
 	}
-	if s := m.served.Load(); s >= 64 {
+	if s := x.served.Load(); s >= 64 {
 		now := time.Now().UnixNano()
-		m.busySince = now - (now-m.busySince)/2
-		m.served.Store(s / 2)
+		x.busySince = now - (now-x.busySince)/2
+		x.served.Store(s / 2)
 	}
 }
 

@@ -126,15 +126,15 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp in
 // runtime.Goexit.
 func (m *Mailbox) HoldPlain() {
 	if m.r.opt.Clock != nil {
-		m.heldSince.Store(held(m.r.opt.Clock()))
+		m.x.Load().heldSince.Store(held(m.r.opt.Clock())) // made at Init, as the runner has a clock
 	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
 		// (pending is 0 whenever CanHold holds; the check keeps the
 		// give-back's swap, which expects exactly this hold, honest.)
-		m.holder = &fastHold
+		m.hold = holdFast
 		m.pending.Add(1 | fastBit)
 		return
 	}
-	m.holder = &plainHold
+	m.hold = holdPlain
 	m.pending.Add(1)
 }
 
@@ -142,14 +142,14 @@ func (m *Mailbox) HoldPlain() {
 // what queued behind it: a fast hold that nobody claimed meanwhile in one
 // atomic step, else under m's lock.
 func (m *Mailbox) UnholdPlain() {
-	if m.holder == &fastHold && m.pending.CompareAndSwap(1|fastBit, 0) {
+	if m.hold == holdFast && m.pending.CompareAndSwap(1|fastBit, 0) {
 		return // m may be settled, retired and reused from here on
 	}
 	if unholdLocking != nil {
 		unholdLocking()
 	}
 	m.mu.Lock()
-	m.holder = nil
+	m.hold = holdNone
 	m.clearHeld()
 	m.giveBack()
 }
@@ -164,10 +164,10 @@ func (m *Mailbox) UnholdPlain() {
 //
 //   - HoldPlain, when the owner allows it (Owner.Linger; never on a runner
 //     with a clock, since a hold it times must end under the lock), sets
-//     holder to fastHold and adds fastBit to pending with the hold's own
+//     hold to holdFast and adds fastBit to pending with the hold's own
 //     count.
 //   - UnholdPlain swaps pending from exactly 1|fastBit to 0. That leaves m
-//     idle but still holder == fastHold and not retired: released. Nothing
+//     idle but still hold == holdFast and not retired: released. Nothing
 //     else changes, and the holder never touches m again.
 //   - Anyone else who comes for m, locked, calls Claim first: it clears
 //     fastBit (the revocation) if the hold is still taken, so that the
@@ -197,14 +197,14 @@ const fastBit = 1 << 30
 // is revoked, one given back is settled (see "Fast holds"). It does
 // nothing for a mailbox without a fast hold.
 func (m *Mailbox) Claim() {
-	if m.holder != &fastHold {
+	if m.hold != holdFast {
 		return
 	}
 	for {
 		v := m.pending.Load()
 		if v&fastBit == 0 {
 			if v == 0 {
-				m.holder = nil // given back: settled
+				m.hold = holdNone // given back: settled
 			}
 			return // or revoked already: its holder unlocks
 		}
@@ -217,20 +217,20 @@ func (m *Mailbox) Claim() {
 // Released reports whether m's fast hold was given back and m not yet
 // settled (locked): m is idle then, though nothing retired it. Settle it
 // with Claim, and retire it with Release.
-func (m *Mailbox) Released() bool { return m.holder == &fastHold && m.pending.Load() == 0 }
+func (m *Mailbox) Released() bool { return m.hold == holdFast && m.pending.Load() == 0 }
 
 // settle settles a released fast hold (locked).
 func (m *Mailbox) settle() {
 	if m.Released() {
-		m.holder = nil
+		m.hold = holdNone
 	}
 }
 
 // clearHeld ends the timing of a hold (locked). A runner without a clock
 // never sets heldSince: then it is not written at all.
 func (m *Mailbox) clearHeld() {
-	if m.heldSince.Load() != 0 {
-		m.heldSince.Store(0)
+	if x := m.x.Load(); x != nil && x.heldSince.Load() != 0 {
+		x.heldSince.Store(0)
 	}
 }
 
@@ -311,7 +311,7 @@ func (m *Mailbox) giveBack() {
 // front returns what goes first among the queued: the head entry (plain
 // false), a plain slot (nil, true), or nothing (nil, false) (locked).
 func (m *Mailbox) front() (*Entry, bool) {
-	e := m.queue.head
+	e := m.head()
 	if m.plain.queued() == 0 || (e != nil && m.before(e)) {
 		return e, false
 	}
@@ -332,12 +332,12 @@ func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.tak
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	q := &m.plain
 	n := min(budget, q.queued())
-	if e := m.queue.head; e != nil {
+	if e := m.head(); e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
 	buf, first := q.buf, int(q.head)
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
-	m.holder = &plainHold
+	m.hold = holdPlain
 	m.mu.Unlock()
 	settle(done)
 	m.runPlainFrom(buf, first, n, 0)
@@ -368,13 +368,14 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	}()
 	mask := len(buf) - 1
 	track, clock, p := m.r.opt.TrackOldest, m.r.opt.Clock, m.r.opt.Plain
+	x := m.x.Load() // made at Init if track or clock
 	for ; ran < n; ran++ {
 		s := &buf[(first+ran)&mask]
 		if track {
-			m.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
+			x.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
 		}
 		if clock != nil {
-			m.heldSince.Store(held(clock()))
+			x.heldSince.Store(held(clock()))
 		}
 		running = true
 		p.RunPlain(m, s.fn, s.arg, s.stamp)
@@ -392,13 +393,17 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 // behind the batch).
 func (m *Mailbox) ranBatched() {
 	m.pending.Add(-1)
-	if m.parked.Load() > 0 {
+	x := m.x.Load()
+	if x == nil {
+		return // nothing parked, and the runner measures nothing
+	}
+	if x.parked.Load() > 0 {
 		m.mu.Lock()
 		m.promote()
 		m.mu.Unlock()
 	}
 	if m.r.opt.MeasureService {
-		m.served.Add(1)
+		x.served.Add(1)
 	}
 }
 
@@ -409,7 +414,7 @@ func (m *Mailbox) endPlain() {
 	q.drop(int(q.cut))
 	q.cut = 0
 	if m.r.opt.TrackOldest {
-		m.plainNext.Store(0)
+		m.x.Load().plainNext.Store(0) // made at Init, as the runner tracks it
 	}
 	m.endBatch()
 }
@@ -424,7 +429,11 @@ func (m *Mailbox) plainOldest() (int64, bool) {
 	if q.cut == 0 {
 		return 0, false
 	}
-	if i := int(m.plainNext.Load()); i < int(q.cut) {
+	i := 0 // a runner that does not track it has no one to ask
+	if x := m.x.Load(); x != nil {
+		i = int(x.plainNext.Load())
+	}
+	if i < int(q.cut) {
 		return q.buf[q.at(i)].stamp, true
 	}
 	return 0, false

@@ -328,7 +328,7 @@ func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e.at != inRoom || m.holder == nil {
+	if e.at != inRoom || m.hold == holdNone {
 		return e.at == inRoom, false, nil
 	}
 	if h := m.Holder(); h != nil && h.many != nil {
@@ -349,10 +349,10 @@ func (t *Turn) JoinsShared() bool {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if e.at != inQueue || m.holder != nil || !m.before(e) {
+	if e.at != inQueue || m.hold != holdNone || !m.before(e) {
 		return false // held, or an exclusive plain task is queued ahead
 	}
-	for o := m.queue.head; o != nil && o != e; o = o.next {
+	for o := m.head(); o != nil && o != e; o = o.next {
 		if !o.shared {
 			return false
 		}
