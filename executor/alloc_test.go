@@ -121,7 +121,7 @@ func TestBytesPerWaitingKey(t *testing.T) {
 	}{
 		{"Go", func(e *executor.Executor[string], key string, fn func(context.Context) error) error {
 			return e.Go(context.Background(), key, fn)
-		}, 254},
+		}, 230},
 		{"Submit", func(e *executor.Executor[string], key string, fn func(context.Context) error) error {
 			_, err := e.Submit(context.Background(), key, fn)
 			return err

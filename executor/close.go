@@ -91,6 +91,7 @@ func (e *Executor[K]) giveUp() {
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
 		m.Each(func(t *mailbox.Turn) { queued = append(queued, t) })
 		if ps := m.TakePlain(); ps != nil {
+			e.plainCore(m) // for the Gos' contexts (goCtx), made locked
 			plain = append(plain, taken{m, ps})
 		}
 	})

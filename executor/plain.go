@@ -260,12 +260,13 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 
 // queuePlain queues fn as a plain task on m (locked by admit), with arg
 // for plainRunner (a Go's caller ctx, or a Submit's plainSub, whose ctx is
-// c), and unlocks m. It makes the mailbox's plain core first, if need be,
-// so that the task finds it when it runs.
+// c), and unlocks m. A Submit's ctx gets the mailbox's plain core now
+// (a Wait on its Task reads the ctx's executor there); a Go's is made as
+// it runs, and the core with the mailbox's first batch (NewAux), so that a
+// key with a Go waiting does not pay for one.
 func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, c *taskCtx[K]) {
-	j := e.plainCore(m)
 	if c != nil {
-		c.j = j
+		c.j = e.plainCore(m)
 	}
 	e.submitted.Add(1)
 	var at int64
@@ -291,19 +292,19 @@ func (e *Executor[K]) waitPlain(ctx context.Context, m *mailbox.Mailbox, fn func
 }
 
 // plainCore returns the core that the plain tasks of m share, made on the
-// first (locked): the queued ones, and a Do run on its caller's goroutine
-// (doPlain). They hold m exclusively, so they run one at a time, and each
-// task's ctx stops reading the core once the task ends. The core stays with
-// the mailbox when it is reused for another key: it names only the
-// executor. A queued task reads it unlocked as it runs (goCtx): it was made
-// before the task was queued, and is never changed.
+// first need (locked): the queued ones, and a Do run on its caller's
+// goroutine (doPlain). They hold m exclusively, so they run one at a time,
+// and each task's ctx stops reading the core once the task ends. The core
+// stays with the mailbox when it is reused for another key: it names only
+// the executor. A queued task reads it unlocked as it runs (goCtx): it was
+// made at the latest as its batch was cut (NewAux), and is never changed.
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	if c, ok := m.Aux().(*core[K]); ok {
 		return c
 	}
-	c := &core[K]{e: e}
+	c := (*plainRunner[K])(e).NewAux()
 	m.SetAux(c)
-	return c
+	return c.(*core[K])
 }
 
 // ctxBlock is how many task contexts newCtx carves out of one allocation.
@@ -347,6 +348,9 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 	e.runPlain(c, result, fn, stamp)
 }
 
+// NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
+func (p *plainRunner[K]) NewAux() any { return &core[K]{e: (*Executor[K])(p)} }
+
 // SettlePlain ends a plain Submit's Task once the task's place in its
 // mailbox is free (mailbox.Plain): by then the result is written, Stats
 // account for it and the key has room for the next, as after a job's
@@ -369,8 +373,8 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *erro
 }
 
 // goCtx makes the ctx of a plain Go queued on m with the caller's ctx
-// parent: the key is m's (router.KeyOf), and the core the one queuePlain
-// made.
+// parent: the key is m's (router.KeyOf), and the core m's plain core (made
+// by the time its batch, or giveUp, reads it).
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context) *taskCtx[K] {
 	return &taskCtx[K]{parent: parent, key: e.router.KeyOf(m), j: m.Aux().(*core[K])}
 }

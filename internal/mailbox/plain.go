@@ -34,10 +34,14 @@ import "context"
 // after a return and hands the key to a fresh drive loop. Like Work.Settle,
 // SettlePlain is called once the task's place in the mailbox is free (after
 // RunPlain, returned or not), to wake whoever waits for the task: by then
-// the key has room again.
+// the key has room again. NewAux makes the value that a mailbox's plain
+// tasks share (Aux), if its owner stored none: it is called locked, as the
+// mailbox's first plain batch is cut, so that a key whose tasks only wait
+// does not pay for it.
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64)
 	SettlePlain(arg any)
+	NewAux() any
 }
 
 type plainSlot struct {
@@ -254,14 +258,20 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 	m.eachManyAhead(func(o *Entry) bool { return int32(o.plainBefore-pos) <= 0 }, f)
 }
 
-// Aux returns what SetAux stored (locked; or unlocked by the runner's
-// Plain, for a value stored before its task was queued); nil until then. It
-// stays with the mailbox when the mailbox is reused for another key.
+// Aux returns what SetAux stored, or what Plain.NewAux made as the first
+// plain batch was cut (locked; or unlocked by the runner's Plain, as it
+// runs a task of a batch: m had one by then); nil until then. Once set it
+// never changes, and it stays with the mailbox when the mailbox is reused
+// for another key.
 func (m *Mailbox) Aux() any { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
-// (locked).
-func (m *Mailbox) SetAux(v any) { m.aux = v }
+// (locked), if m has none yet (Aux is nil).
+func (m *Mailbox) SetAux(v any) {
+	if m.aux == nil {
+		m.aux = v
+	}
+}
 
 // Local returns a value, kept by m's owner, that every mailbox under m's
 // lock shares (locked): what the user keeps per lock rather than per key
@@ -337,6 +347,9 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	}
 	buf, first := q.buf, int(q.head)
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
+	if m.aux == nil {
+		m.aux = m.r.opt.Plain.NewAux() // before the batch reads it unlocked
+	}
 	m.hold = holdPlain
 	m.mu.Unlock()
 	settle(done)

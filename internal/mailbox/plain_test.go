@@ -47,6 +47,8 @@ func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, ar
 
 func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
 
+func (testPlain) NewAux() any { return new(int) }
+
 func (p *plainWork) RunPlain(fn func(context.Context) error) {
 	p.ran.Add(1)
 	if p.started != nil {
