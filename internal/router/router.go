@@ -21,15 +21,14 @@ type Router[K comparable] struct {
 
 type shard[K comparable] struct {
 	mu   sync.Mutex
-	m    map[K]*node[K] // guarded by mu
-	idle *node[K]       // a retired node left in m for a moment (see Retire); guarded by mu
-	fast *node[K]       // the one node that may have a fast hold (see Linger); guarded by mu
+	t    table[K] // the filed nodes by key; guarded by mu
+	idle *node[K] // a retired node left in t for a moment (see Retire); guarded by mu
+	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by mu
 	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
 	// mu. They also keep the space in the shard's struct that keeps
 	// neighbouring shard locks off one cache line.
 	spares [maxSpares]*node[K]
 	nspare int
-	peak   int // len(m)'s high-water mark since m was made; guarded by mu
 	live   int // mailboxes that are not idle; guarded by mu (see Live)
 	local  any // the mailboxes' user's, shared by the shard's mailboxes (see Local); guarded by mu
 	r      *Router[K]
@@ -43,7 +42,7 @@ type shard[K comparable] struct {
 const maxSpares = 8
 
 // node is a dynamic mailbox with the key it is filed under. Its mailbox's
-// Mark says whether it is filed: in s.m under key (guarded by s.mu).
+// Mark says whether it is filed: in s.t under key (guarded by s.mu).
 type node[K comparable] struct {
 	mb  mailbox.Mailbox
 	key K
@@ -81,7 +80,6 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	rt.shards = make([]shard[K], n)
 	rt.mask = uint64(n - 1)
 	for i := range rt.shards {
-		rt.shards[i].m = make(map[K]*node[K])
 		rt.shards[i].r = rt
 	}
 	return rt
@@ -122,7 +120,8 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 		}
 		return &s.mb
 	}
-	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
+	h := maphash.Comparable(rt.seed, key)
+	s := &rt.shards[h&rt.mask]
 	s.mu.Lock()
 	f := s.fast
 	if f != nil && f.key == key {
@@ -132,7 +131,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 		f.mb.Claim()
 		return &f.mb
 	}
-	n := s.m[key] // not f: f is filed under its own key
+	n := s.t.find(h, key) // not f: f is filed under its own key
 	if f != nil && f.mb.Released() {
 		s.retireFast()
 		if n != nil && !n.mb.Mark {
@@ -152,8 +151,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n.mb.Init(&s.mu, rt.runner, n)
 		}
 		n.key, n.mb.Mark = key, true
-		s.m[key] = n
-		s.peak = max(s.peak, len(s.m))
+		s.t.insert(h, n, rt.seed)
 		s.live++
 	}
 	return &n.mb
@@ -176,10 +174,11 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 		st.mu.Lock()
 		return &st.mb
 	}
-	s := &rt.shards[maphash.Comparable(rt.seed, key)&rt.mask]
+	h := maphash.Comparable(rt.seed, key)
+	s := &rt.shards[h&rt.mask]
 	s.mu.Lock()
 	s.settleFast() // the caller reads m, and changes nothing a fast hold needs Claim for
-	if n := s.m[key]; n != nil {
+	if n := s.t.find(h, key); n != nil {
 		return &n.mb
 	}
 	s.mu.Unlock()
@@ -254,11 +253,8 @@ const (
 // evict deletes an idle node's entry and keeps the node as a spare if
 // the shard has room for one (locked).
 func (s *shard[K]) evict(n *node[K]) {
-	delete(s.m, n.key)
+	s.t.remove(maphash.Comparable(s.r.seed, n.key), n, s.r.seed)
 	n.mb.Mark = false
-	if s.peak > 256 && len(s.m) <= s.peak/8 {
-		s.shrink()
-	}
 	if s.nspare < maxSpares {
 		var zero K
 		n.key = zero
@@ -282,18 +278,6 @@ func (s *shard[K]) quiet() {
 	if s.nspare == 1 {
 		s.spares[0].mb.TrimRing(quietRing)
 	}
-}
-
-// shrink copies the table into a map sized for what is live now. Go maps
-// never give memory back; without this a burst of a million keys would be
-// kept for good. The copy is paid for by the deletes since the peak, at least
-// seven times as many as the entries copied.
-func (s *shard[K]) shrink() {
-	m := make(map[K]*node[K], len(s.m))
-	for k, n := range s.m {
-		m[k] = n
-	}
-	s.m, s.peak = m, len(m)
 }
 
 // Linger refuses fast holds (mailbox.Owner): a stripe's plain holds are
@@ -345,11 +329,11 @@ func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 		s := &rt.shards[i]
 		s.mu.Lock()
 		s.settleFast()
-		for k, n := range s.m {
+		s.t.each(func(n *node[K]) {
 			if n != s.idle {
-				f(k, &n.mb)
+				f(n.key, &n.mb)
 			}
-		}
+		})
 		s.mu.Unlock()
 	}
 }
