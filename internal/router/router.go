@@ -43,10 +43,15 @@ const maxSpares = 8
 
 // node is a dynamic mailbox with the key it is filed under. Its mailbox's
 // Mark says whether it is filed: in s.t under key (guarded by s.mu).
+//
+// The key comes first: a lookup reads it (table.find) under the shard lock
+// while the key's drive loop may be writing the mailbox's counts unlocked.
+// On the mailbox's first cache line it shares the line only with what
+// never changes while the node is filed (the lock, runner and owner).
 type node[K comparable] struct {
-	mb  mailbox.Mailbox
 	key K
 	s   *shard[K]
+	mb  mailbox.Mailbox
 }
 
 type stripe[K comparable] struct {
