@@ -45,9 +45,10 @@ const maxSpares = 8
 // Mark says whether it is filed: in s.t under key (guarded by s.mu).
 //
 // The key comes first: a lookup reads it (table.find) under the shard lock
-// while the key's drive loop may be writing the mailbox's counts unlocked.
-// On the mailbox's first cache line it shares the line only with what
-// never changes while the node is filed (the lock, runner and owner).
+// while the key's drive loop may be writing the mailbox's counts unlocked,
+// which sit on the node's second cache line. The first holds, beside the
+// key, only what changes rarely (the lock, runner and owner pointers, the
+// plain ring's buffer).
 type node[K comparable] struct {
 	key K
 	s   *shard[K]
