@@ -44,6 +44,11 @@
 // slot, takes the next batch: a hot key batches, and other keys still get a
 // worker after at most WithThroughput of its tasks.
 //
+// A mailbox's size is most of what a waiting key costs, so it keeps only
+// what a key with plain work needs (104 bytes: its ring of slots, its
+// counts and its hold); the turn queue, the waiting room, shared holds and
+// the clocks are a second object it makes on the first need.
+//
 // A mailbox exists only while its key has work. "This mailbox is idle" and
 // "remove it from the table" are decided under the one lock every submitter
 // of the key takes, so a submission racing with a retirement either finds

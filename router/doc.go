@@ -14,9 +14,11 @@
 // very mailbox (the pattern of x/sync's singleflight). A retired mailbox
 // stops counting as live at once; its entry goes at the shard's next
 // retirement, so a key used over and over by one caller is not deleted and
-// inserted again each time. Each shard keeps at most one idle entry and one
-// spare mailbox, and shard maps are rebuilt smaller after a burst: memory
-// follows the keys that are busy now, never the keys ever seen.
+// inserted again each time. Each shard keeps at most one idle entry and a
+// few spare mailboxes, and its table (an open-addressing table of its own,
+// probed with the hash that picked the shard, one tag byte and one pointer
+// per slot) shrinks once a burst has drained: memory follows the keys that
+// are busy now, never the keys ever seen.
 //
 // One mailbox per shard may hold a fast hold: an uncontended Do that gives
 // its hold back in one atomic step, without the shard lock, when nobody came

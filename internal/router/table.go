@@ -6,14 +6,15 @@ import "hash/maphash"
 // hash table with linear probing, keyed by the hash the router already
 // computed to pick the shard.
 //
-// It replaces a map[K]*node[K] for two reasons, both measured on the
+// It is not a map[K]*node[K], for two reasons, both measured on the
 // waiting key (BenchmarkBytesPerWaitingKey) and the submit path:
 //
 //   - Size. A slot is a one-byte tag and a node pointer, 9 bytes, where a
 //     Go map's is a control byte, the key and the pointer (25 bytes for a
 //     string key); the key is in the node already.
 //   - Time. A Go map hashes the key a second time; the table reuses the
-//     router's hash, and compares keys only where the tag matches.
+//     router's hash, and compares keys only where the tag matches. And a
+//     Go map never gives memory back, where the table shrinks.
 //
 // A removed entry leaves a tombstone (so that the probe sequences through
 // it still reach what lies behind); tombstones are dropped whenever the
