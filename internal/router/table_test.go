@@ -106,6 +106,7 @@ func TestTableModel(t *testing.T) {
 func TestTableCollisions(t *testing.T) {
 	tb := table[int]{tags: make([]uint8, minTable), nodes: make([]*node[int], minTable)}
 	const n = minTable - 1 // the most a table of minTable slots holds
+
 	h := func(k int) uint64 { return uint64(k+2) << 56 } // home 0, tag k+2
 	nodes := make([]*node[int], n)
 	for k := range nodes {
