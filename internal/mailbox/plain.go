@@ -59,7 +59,7 @@ type plainSlot struct {
 // cost a pointer, a 48-byte object and a cache line more to touch for each
 // task queued and each batch taken); its buffer is made on the first plain
 // task and kept. It starts at one slot, since most keys have one task
-// waiting, and doubles when full.
+// waiting, and grows when full (see grown).
 type plainRing struct {
 	buf         []plainSlot // len is 0 or a power of two
 	head        uint32      // buf index of the first slot (of the batch, if one runs)
@@ -78,11 +78,33 @@ func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) 
 func (q *plainRing) push(s plainSlot) {
 	n := q.size()
 	if n == len(q.buf) {
-		q.resize(max(2*len(q.buf), 1)) // one slot first: most keys have one task waiting
+		q.resize(q.grown())
 	}
 	q.buf[q.at(n)] = s
 	q.tail++
 }
+
+// grown is the size a full ring grows to: one slot first (most keys have
+// one task waiting), doubling while the ring is small, and growing
+// fourfold from bigRing slots on, where a queue that deep is most likely
+// a burst that outruns the key's worker: each growth copies every queued
+// slot under the key's lock, and the fewer growths the fewer copies: a
+// queue that reaches n slots copies between n/3 and 4n/3 of them in all,
+// where doubling copies between n and 2n. A ring that grew is a quarter
+// full, so drop does not shrink it at once.
+func (q *plainRing) grown() int {
+	switch n := len(q.buf); {
+	case n == 0:
+		return 1
+	case n < bigRing:
+		return 2 * n
+	default:
+		return 4 * n
+	}
+}
+
+// bigRing is the ring size from which a full ring grows fourfold.
+const bigRing = 256
 
 // resize moves the slots to a new buffer of n slots. A running batch may
 // still read the old buffer: its slots are copied, never overwritten.
