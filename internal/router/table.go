@@ -21,7 +21,10 @@ import "hash/maphash"
 // table is rebuilt, which happens when live entries and tombstones fill
 // 7/8 of it, and when the live entries fall to 1/8 of a table larger than
 // minTable (memory follows the keys that are busy now). Each rebuild is
-// paid for by at least cap/8 inserts or removes since the last one.
+// paid for by at least cap/8 inserts or removes since the last one, but it
+// is one step under the shard lock, where a Go map grows in pieces: a
+// shard of 100,000 keys (6.4 million live keys on 64 shards) pauses its
+// keys for about 7 ms as it grows on a 2-core VM.
 //
 // A table is guarded by its shard's lock.
 type table[K comparable] struct {
