@@ -87,6 +87,7 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	rt.mask = uint64(n - 1)
 	for i := range rt.shards {
 		rt.shards[i].r = rt
+		rt.shards[i].t.seed = rt.seed
 	}
 	return rt
 }
@@ -157,7 +158,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			n.mb.Init(&s.mu, rt.runner, n)
 		}
 		n.key, n.mb.Mark = key, true
-		s.t.insert(h, n, rt.seed)
+		s.t.insert(h, n)
 		s.live++
 	}
 	return &n.mb
@@ -259,7 +260,7 @@ const (
 // evict deletes an idle node's entry and keeps the node as a spare if
 // the shard has room for one (locked).
 func (s *shard[K]) evict(n *node[K]) {
-	s.t.remove(maphash.Comparable(s.r.seed, n.key), n, s.r.seed)
+	s.t.remove(n)
 	n.mb.Mark = false
 	if s.nspare < maxSpares {
 		var zero K

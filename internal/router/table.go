@@ -28,7 +28,8 @@ import "hash/maphash"
 //
 // A table is guarded by its shard's lock.
 type table[K comparable] struct {
-	tags  []uint8 // per slot: empty, tomb, or the entry's tag (see tagOf)
+	seed  maphash.Seed // the router's: a key's hash is maphash.Comparable(seed, key)
+	tags  []uint8      // per slot: empty, tomb, or the entry's tag (see tagOf)
 	nodes []*node[K]
 	live  int // entries
 	used  int // entries and tombstones
@@ -46,6 +47,9 @@ const (
 // tagOf is the tag stored for hash h: its top byte, moved off the two
 // values that mark free slots. The slot index comes from other bits (see
 // home), and the shard from the lowest ones.
+//
+// A key's hash is computed once per lookup, by the router, which picks the
+// shard with it; the table needs it again only to remove or rebuild.
 func tagOf(h uint64) uint8 {
 	t := uint8(h >> 56)
 	if t <= tomb {
@@ -55,9 +59,13 @@ func tagOf(h uint64) uint8 {
 }
 
 // home is the slot where the probe for hash h starts, in a table of
-// len(t.tags) slots. The low byte picks the router shard, so every hash
-// of one shard has the same low bits: they are skipped.
-func (t *table[K]) home(h uint64) int { return int(h>>8) & (len(t.tags) - 1) }
+// len(t.tags) slots. The lowest bits pick the router shard (16 per P, so
+// fewer than homeShift bits for up to a million Ps), so every hash of one
+// shard has the same low bits: they are skipped.
+func (t *table[K]) home(h uint64) int { return int(h>>homeShift) & (len(t.tags) - 1) }
+
+// homeShift is how many low bits of a hash home skips.
+const homeShift = 24
 
 // find returns the node filed under key, whose hash is h, or nil.
 func (t *table[K]) find(h uint64, key K) *node[K] {
@@ -75,11 +83,10 @@ func (t *table[K]) find(h uint64, key K) *node[K] {
 	}
 }
 
-// insert files n, whose key hashes to h (with seed, as every key of t
-// does) and is not in t.
-func (t *table[K]) insert(h uint64, n *node[K], seed maphash.Seed) {
+// insert files n, whose key hashes to h and is not in t.
+func (t *table[K]) insert(h uint64, n *node[K]) {
 	if (t.used+1)*8 > len(t.tags)*7 {
-		t.rebuild(max(minTable, 2*nextPow2(t.live+1)), seed)
+		t.rebuild(max(minTable, 2*nextPow2(t.live+1)))
 	}
 	t.put(h, n)
 }
@@ -98,10 +105,10 @@ func (t *table[K]) put(h uint64, n *node[K]) {
 	t.live++
 }
 
-// remove takes n, filed under a key that hashes to h, out of t.
-func (t *table[K]) remove(h uint64, n *node[K], seed maphash.Seed) {
+// remove takes n, filed in t under n.key, out of t.
+func (t *table[K]) remove(n *node[K]) {
 	mask := len(t.tags) - 1
-	i := t.home(h)
+	i := t.home(maphash.Comparable(t.seed, n.key))
 	for t.nodes[i] != n {
 		i = (i + 1) & mask
 	}
@@ -120,20 +127,20 @@ func (t *table[K]) remove(h uint64, n *node[K], seed maphash.Seed) {
 		t.tags[i] = tomb
 	}
 	if len(t.tags) > minTable && t.live*8 < len(t.tags) {
-		t.rebuild(max(minTable, 2*nextPow2(t.live)), seed)
+		t.rebuild(max(minTable, 2*nextPow2(t.live)))
 	}
 }
 
 // rebuild moves every entry into a fresh table of size slots (a power of
 // two, more than the live entries), dropping the tombstones.
-func (t *table[K]) rebuild(size int, seed maphash.Seed) {
+func (t *table[K]) rebuild(size int) {
 	tags, nodes := t.tags, t.nodes
 	t.tags, t.nodes = make([]uint8, size), make([]*node[K], size)
 	t.live, t.used = 0, 0
 	for i, g := range tags {
 		if g > tomb {
 			n := nodes[i]
-			t.put(maphash.Comparable(seed, n.key), n) // filed: n.key is set
+			t.put(maphash.Comparable(t.seed, n.key), n) // filed: n.key is set
 		}
 	}
 }

@@ -60,7 +60,7 @@ func TestTableModel(t *testing.T) {
 	seed := maphash.MakeSeed()
 	for _, keys := range []int{4, 40, 400, 4000} {
 		rng := rand.New(rand.NewPCG(uint64(keys), 7))
-		var tb table[int]
+		tb := table[int]{seed: seed}
 		model := map[int]*node[int]{}
 		maxLen := 0
 		for step := range 60000 {
@@ -75,10 +75,10 @@ func TestTableModel(t *testing.T) {
 					t.Fatalf("find(%d) found a key never filed", k)
 				}
 				n = &node[int]{key: k}
-				tb.insert(h, n, seed)
+				tb.insert(h, n)
 				model[k] = n
 			case n != nil && !add:
-				tb.remove(h, n, seed)
+				tb.remove(n)
 				delete(model, k)
 				if tb.find(h, k) != nil {
 					t.Fatalf("find(%d) after remove", k)
@@ -90,7 +90,7 @@ func TestTableModel(t *testing.T) {
 			}
 		}
 		for k, n := range model {
-			tb.remove(maphash.Comparable(seed, k), n, seed)
+			tb.remove(n)
 			delete(model, k)
 		}
 		checkTable(t, &tb, model, seed)
@@ -104,36 +104,38 @@ func TestTableModel(t *testing.T) {
 // slot, so that every find and remove walks one cluster, and checks how
 // removes leave tombstones inside the cluster and clear them at its end.
 func TestTableCollisions(t *testing.T) {
-	tb := table[int]{tags: make([]uint8, minTable), nodes: make([]*node[int], minTable)}
+	seed := maphash.MakeSeed()
+	tb := table[int]{seed: seed, tags: make([]uint8, minTable), nodes: make([]*node[int], minTable)}
 	const n = minTable - 1 // the most a table of minTable slots holds
 
-	h := func(k int) uint64 { return uint64(k+2) << 56 } // home 0, tag k+2
-	nodes := make([]*node[int], n)
-	for k := range nodes {
-		nodes[k] = &node[int]{key: k}
-		tb.put(h(k), nodes[k])
+	// Keys whose home is slot 0, filed in that order: slots 0 to n-1.
+	var nodes []*node[int]
+	for k := 0; len(nodes) < n; k++ {
+		if h := maphash.Comparable(seed, k); tb.home(h) == 0 {
+			nodes = append(nodes, &node[int]{key: k})
+			tb.put(h, nodes[len(nodes)-1])
+		}
 	}
-	find := func(k int) *node[int] { return tb.find(h(k), k) }
-	var noSeed maphash.Seed // a table of minTable slots never rebuilds on remove
-	for _, k := range []int{1, 3, 4} {
-		tb.remove(h(k), nodes[k], noSeed)
+	find := func(i int) *node[int] { k := nodes[i].key; return tb.find(maphash.Comparable(seed, k), k) }
+	for _, i := range []int{1, 3, 4} { // a table of minTable slots never rebuilds on remove
+		tb.remove(nodes[i])
 	}
 	if tb.used != n || tb.live != n-3 {
 		t.Fatalf("after removes inside the cluster: used %d, live %d; want %d, %d", tb.used, tb.live, n, n-3)
 	}
-	for k := range nodes {
-		want := nodes[k]
-		if k == 1 || k == 3 || k == 4 {
+	for i := range nodes {
+		want := nodes[i]
+		if i == 1 || i == 3 || i == 4 {
 			want = nil
 		}
-		if got := find(k); got != want {
-			t.Fatalf("find(%d) = %p, want %p", k, got, want)
+		if got := find(i); got != want {
+			t.Fatalf("find(key %d) = %p, want %p", nodes[i].key, got, want)
 		}
 	}
 	// Removing the cluster's last entry frees it and the tombstones
 	// before it back to the last live entry (slot 2).
-	tb.remove(h(6), nodes[6], noSeed)
-	tb.remove(h(5), nodes[5], noSeed)
+	tb.remove(nodes[6])
+	tb.remove(nodes[5])
 	if tb.used != 3 || tb.live != 2 {
 		t.Fatalf("after removing the cluster's tail: used %d, live %d; want 3, 2", tb.used, tb.live)
 	}
@@ -144,5 +146,29 @@ func TestTableCollisions(t *testing.T) {
 	}
 	if find(2) != nodes[2] || find(0) != nodes[0] || find(6) != nil {
 		t.Fatal("the cluster's head was lost")
+	}
+}
+
+// TestTableHomeSkipsShardBits checks that the keys of one router shard
+// spread over the table: they share the hash bits that picked the shard,
+// however many shards there are (here 4,096, as on a machine with 256 Ps),
+// and home must not use those bits.
+func TestTableHomeSkipsShardBits(t *testing.T) {
+	seed := maphash.MakeSeed()
+	tb := table[int]{seed: seed, tags: make([]uint8, 1024)}
+	const shardBits = 12
+	seen := map[int]bool{}
+	found := 0
+	for k := 0; found < 1024; k++ {
+		h := maphash.Comparable(seed, k)
+		if h&(1<<shardBits-1) != 0 {
+			continue // another shard's key
+		}
+		found++
+		seen[tb.home(h)] = true
+	}
+	// 1,024 random homes in 1,024 slots cover about 63 % of them.
+	if len(seen) < 512 {
+		t.Errorf("1,024 keys of one shard start their probes at %d of 1,024 slots; want at least 512", len(seen))
 	}
 }
