@@ -302,9 +302,9 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	if c, ok := m.Aux().(*core[K]); ok {
 		return c
 	}
-	c := (*plainRunner[K])(e).NewAux()
+	c := &core[K]{e: e}
 	m.SetAux(c)
-	return c.(*core[K])
+	return c
 }
 
 // ctxBlock is how many task contexts newCtx carves out of one allocation.

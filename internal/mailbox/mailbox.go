@@ -124,6 +124,10 @@ func (m *Mailbox) more() *extra {
 	return x
 }
 
+// made returns m's extra on a runner whose options make every mailbox
+// need one (a clock, TrackOldest or MeasureService): Init made it.
+func (m *Mailbox) made() *extra { return m.x.Load() }
+
 // head returns the queue's head entry, or nil (locked).
 func (m *Mailbox) head() *Entry {
 	if x := m.x.Load(); x != nil {
@@ -451,7 +455,7 @@ func (m *Mailbox) measure() {
 	if !m.r.opt.MeasureService || m.count() == 0 {
 		return
 	}
-	if x := m.x.Load(); x.busySince == 0 { // made at Init, as the runner measures
+	if x := m.made(); x.busySince == 0 {
 		x.busySince = time.Now().UnixNano()
 		x.served.Store(0)
 	}
@@ -468,7 +472,7 @@ func (m *Mailbox) unlink(e *Entry) {
 func (m *Mailbox) grant(e *Entry) {
 	e.at = holding
 	if m.r.opt.Clock != nil && m.hold == holdNone && m.sharing() == 0 {
-		m.x.Load().heldSince.Store(held(m.r.opt.Clock())) // made at Init, as the runner has a clock
+		m.made().heldSince.Store(held(m.r.opt.Clock()))
 	}
 	if e.shared {
 		m.more().sharers++
@@ -764,7 +768,7 @@ func (m *Mailbox) finishRun(t *Turn) {
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
 	if m.r.opt.TrackOldest {
-		m.x.Load().cursor.Store(nil) // made at Init, as the runner tracks it
+		m.made().cursor.Store(nil)
 	}
 	m.hold = holdNone
 	m.clearHeld()

@@ -152,7 +152,7 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp in
 // runtime.Goexit.
 func (m *Mailbox) HoldPlain() {
 	if m.r.opt.Clock != nil {
-		m.x.Load().heldSince.Store(held(m.r.opt.Clock())) // made at Init, as the runner has a clock
+		m.made().heldSince.Store(held(m.r.opt.Clock()))
 	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
 		// (pending is 0 whenever CanHold holds; the check keeps the
 		// give-back's swap, which expects exactly this hold, honest.)
@@ -403,7 +403,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	}()
 	mask := len(buf) - 1
 	track, clock, p := m.r.opt.TrackOldest, m.r.opt.Clock, m.r.opt.Plain
-	x := m.x.Load() // made at Init if track or clock
+	x := m.made() // if track or clock
 	for ; ran < n; ran++ {
 		s := &buf[(first+ran)&mask]
 		if track {
@@ -449,7 +449,7 @@ func (m *Mailbox) endPlain() {
 	q.drop(int(q.cut))
 	q.cut = 0
 	if m.r.opt.TrackOldest {
-		m.x.Load().plainNext.Store(0) // made at Init, as the runner tracks it
+		m.made().plainNext.Store(0)
 	}
 	m.endBatch()
 }
