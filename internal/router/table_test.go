@@ -1,6 +1,7 @@
 package router
 
 import (
+	"fmt"
 	"hash/maphash"
 	"math/rand/v2"
 	"testing"
@@ -170,5 +171,22 @@ func TestTableHomeSkipsShardBits(t *testing.T) {
 	// 1,024 random homes in 1,024 slots cover about 63 % of them.
 	if len(seen) < 512 {
 		t.Errorf("1,024 keys of one shard start their probes at %d of 1,024 slots; want at least 512", len(seen))
+	}
+}
+
+// BenchmarkTableRebuild is one rebuild of a table of 100,000 string keys
+// (into a table of its size, so that it can be repeated): about the pause
+// a shard that size takes, under its lock, as it grows (see table).
+func BenchmarkTableRebuild(b *testing.B) {
+	const n = 100_000
+	seed := maphash.MakeSeed()
+	tb := table[string]{seed: seed}
+	for i := range n {
+		k := fmt.Sprintf("key-%08d", i)
+		tb.insert(maphash.Comparable(seed, k), &node[string]{key: k})
+	}
+	b.ResetTimer()
+	for range b.N {
+		tb.rebuild(len(tb.tags))
 	}
 }
