@@ -288,12 +288,8 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 func (m *Mailbox) Aux() any { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
-// (locked), if m has none yet (Aux is nil).
-func (m *Mailbox) SetAux(v any) {
-	if m.aux == nil {
-		m.aux = v
-	}
-}
+// (locked). m must have none yet (Aux is nil): once set, Aux never changes.
+func (m *Mailbox) SetAux(v any) { m.aux = v }
 
 // Local returns a value, kept by m's owner, that every mailbox under m's
 // lock shares (locked): what the user keeps per lock rather than per key
