@@ -10,8 +10,7 @@ import (
 // item is one unit of the ready queue: a mailbox to drive (*Mailbox), a
 // granted task to run (*Turn), or a goroutine waiting to get its execution
 // slot back (chan struct{}); the zero item starts a loop with the next ready
-// one. One interface value keeps a slot of the queue at 16 bytes: while no
-// worker is free, each waiting key holds one.
+// one. The queue keeps mailboxes apart from the rest (see readyQueue).
 type item struct{ v any }
 
 func (it item) mailbox() *Mailbox { m, _ := it.v.(*Mailbox); return m }
@@ -37,7 +36,7 @@ type Runner struct {
 	nready atomic.Int32 // len(ready), readable without mu
 
 	mu    sync.Mutex // guards ready
-	ready ring
+	ready readyQueue
 
 	loops sync.WaitGroup // drive loops started and not yet returned
 
@@ -309,39 +308,88 @@ func (r *Runner) next() (item, bool) {
 	}
 }
 
-// ring is a growable FIFO of items.
-type ring struct {
-	buf        []item
+// readyQueue is the ready items in FIFO order. While no worker is free,
+// each waiting key holds a place in it, so its mailboxes are kept as bare
+// pointers (8 bytes a place, where an item is 16), and the rare other items
+// in a FIFO of their own, each with the count of mailboxes pushed before it:
+// it goes first once all of those have been popped, as entries and plain
+// slots share one order in a mailbox (see Entry.plainBefore).
+type readyQueue struct {
+	mbs    fifo[*Mailbox]
+	others fifo[other]
+	pushed uint32 // mailboxes ever pushed; wraps
+}
+
+type other struct {
+	v      any    // a *Turn or a chan struct{}
+	before uint32 // readyQueue.pushed when v was pushed
+}
+
+func (q *readyQueue) push(it item) {
+	if m, ok := it.v.(*Mailbox); ok {
+		q.mbs.push(m)
+		q.pushed++
+		return
+	}
+	q.others.push(other{v: it.v, before: q.pushed})
+}
+
+func (q *readyQueue) pop() (item, bool) {
+	if o, ok := q.others.peek(); ok {
+		popped := q.pushed - uint32(q.mbs.size)
+		if int32(o.before-popped) <= 0 {
+			q.others.pop()
+			return item{o.v}, true
+		}
+	}
+	if m, ok := q.mbs.pop(); ok {
+		return item{m}, true
+	}
+	return item{}, false
+}
+
+// fifo is a growable ring of Ts.
+type fifo[T any] struct {
+	buf        []T
 	head, size int
 }
 
-func (q *ring) push(it item) {
+func (q *fifo[T]) push(v T) {
 	if q.size == len(q.buf) {
 		q.resize(max(2*len(q.buf), 16))
 	}
-	q.buf[(q.head+q.size)%len(q.buf)] = it
+	q.buf[(q.head+q.size)&(len(q.buf)-1)] = v
 	q.size++
 }
 
-func (q *ring) pop() (item, bool) {
+func (q *fifo[T]) peek() (T, bool) {
 	if q.size == 0 {
-		return item{}, false
+		var zero T
+		return zero, false
 	}
-	it := q.buf[q.head]
-	q.buf[q.head] = item{}
-	q.head = (q.head + 1) % len(q.buf)
+	return q.buf[q.head], true
+}
+
+func (q *fifo[T]) pop() (T, bool) {
+	var zero T
+	if q.size == 0 {
+		return zero, false
+	}
+	v := q.buf[q.head]
+	q.buf[q.head] = zero
+	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	if len(q.buf) > 64 && q.size <= len(q.buf)/8 {
 		// Give back what a burst took: memory follows the work now.
 		q.resize(len(q.buf) / 4)
 	}
-	return it, true
+	return v, true
 }
 
-func (q *ring) resize(n int) {
-	buf := make([]item, n)
-	for i := 0; i < q.size; i++ {
-		buf[i] = q.buf[(q.head+i)%len(q.buf)]
+func (q *fifo[T]) resize(n int) {
+	buf := make([]T, n)
+	for i := range q.size {
+		buf[i] = q.buf[(q.head+i)&(len(q.buf)-1)]
 	}
 	q.buf, q.head = buf, 0
 }
