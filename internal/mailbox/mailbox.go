@@ -112,6 +112,10 @@ type extra struct {
 	plainNext atomic.Int32
 
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+
+	// stamps are the plain ring's stamps on a runner that tracks the
+	// oldest task (see plainRing): buf's length and indexes.
+	stamps []int64
 }
 
 // more returns m's extra, making it if m has none yet (locked).
@@ -127,6 +131,15 @@ func (m *Mailbox) more() *extra {
 // made returns m's extra on a runner whose options make every mailbox
 // need one (a clock, TrackOldest or MeasureService): Init made it.
 func (m *Mailbox) made() *extra { return m.x.Load() }
+
+// stamps returns the plain ring's stamps if the runner keeps them
+// (TrackOldest: Init made the extra), else nil (locked).
+func (m *Mailbox) stamps() *[]int64 {
+	if m.r.opt.TrackOldest {
+		return &m.made().stamps
+	}
+	return nil
+}
 
 // head returns the queue's head entry, or nil (locked).
 func (m *Mailbox) head() *Entry {
@@ -175,6 +188,9 @@ func (m *Mailbox) Reset(ring int) {
 func (m *Mailbox) TrimRing(ring int) {
 	if q := &m.plain; len(q.buf) > ring {
 		q.buf, q.head = nil, 0
+		if st := m.stamps(); st != nil {
+			*st = nil
+		}
 	}
 }
 
@@ -340,7 +356,7 @@ read:
 	switch e, plain := m.front(); {
 	case plain:
 		q := &m.plain
-		return q.buf[q.at(int(q.cut))].stamp, true
+		return stampAt(m.stamps(), q.at(int(q.cut))), true
 	case e != nil:
 		return e.t.stamp.Load(), true
 	}

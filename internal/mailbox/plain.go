@@ -18,7 +18,8 @@ import "context"
 // ring's tail count): the entry goes first once every one of those has
 // been taken. Nothing else about entries changes.
 //
-// OldestStamp sees plain slots (each carries its stamp), and the running
+// OldestStamp sees plain slots (their stamps are kept beside them on a
+// runner that tracks the oldest task: see plainRing), and the running
 // one's hold is timed like any (HeldSince); what reads Turns (Each, Head,
 // Oldest) does not: an owner queues plain tasks only where it needs none of
 // those for them (see TakePlain for Close). An owner that must find one
@@ -27,7 +28,7 @@ import "context"
 
 // Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
 // (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
-// stamp, and RunPlain makes of them what the task needs (its context, say)
+// stamp (0 unless the runner tracks the oldest task), and RunPlain makes of them what the task needs (its context, say)
 // on the goroutine that runs it. Like Work.Run, RunPlain must not panic and
 // must account for the task's end itself, including when fn calls
 // runtime.Goexit: then it does not return, and the mailbox ends the task as
@@ -45,9 +46,8 @@ type Plain interface {
 }
 
 type plainSlot struct {
-	fn    func(context.Context) error
-	arg   any   // the owner's, for Plain
-	stamp int64 // when the owner accepted it, if it measures that (see OldestStamp)
+	fn  func(context.Context) error
+	arg any // the owner's, for Plain
 }
 
 // plainRing is a mailbox's plain slots: first those of the running batch
@@ -60,6 +60,12 @@ type plainSlot struct {
 // task queued and each batch taken); its buffer is made on the first plain
 // task and kept. It starts at one slot, since most keys have one task
 // waiting, and grows when full (see grown).
+//
+// The slots' stamps (when the owner accepted each, see OldestStamp) are
+// kept only on a runner that tracks the oldest task (TrackOldest), in a
+// buffer of the mailbox's extra with the same indexes (the st arguments
+// below; nil elsewhere): the ring's slots, what a waiting key holds, are
+// 24 bytes, not 32.
 type plainRing struct {
 	buf         []plainSlot // len is 0 or a power of two
 	head        uint32      // buf index of the first slot (of the batch, if one runs)
@@ -75,13 +81,25 @@ func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 // at returns the index in buf of the i-th slot from head.
 func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) }
 
-func (q *plainRing) push(s plainSlot) {
+func (q *plainRing) push(s plainSlot, stamp int64, st *[]int64) {
 	n := q.size()
 	if n == len(q.buf) {
-		q.resize(q.grown())
+		q.resize(q.grown(), st)
 	}
-	q.buf[q.at(n)] = s
+	k := q.at(n)
+	q.buf[k] = s
+	if st != nil {
+		(*st)[k] = stamp
+	}
 	q.tail++
+}
+
+// stamp is the stamp of the slot at buf index k: 0 unless kept (st).
+func stampAt(st *[]int64, k int) int64 {
+	if st == nil {
+		return 0
+	}
+	return (*st)[k]
 }
 
 // grown is the size a full ring grows to: one slot first (most keys have
@@ -106,19 +124,31 @@ func (q *plainRing) grown() int {
 // bigRing is the ring size from which a full ring grows fourfold.
 const bigRing = 256
 
-// resize moves the slots to a new buffer of n slots. A running batch may
-// still read the old buffer: its slots are copied, never overwritten.
-func (q *plainRing) resize(n int) {
+// resize moves the slots (and their stamps, if kept) to new buffers of n
+// slots. A running batch may still read the old buffers: its slots are
+// copied, never overwritten.
+func (q *plainRing) resize(n int, st *[]int64) {
 	buf := make([]plainSlot, n)
+	var stamps []int64
+	if st != nil {
+		stamps = make([]int64, n)
+	}
 	for i := range q.size() {
-		buf[i] = q.buf[q.at(i)]
+		k := q.at(i)
+		buf[i] = q.buf[k]
+		if st != nil {
+			stamps[i] = (*st)[k]
+		}
 	}
 	q.buf, q.head = buf, 0
+	if st != nil {
+		*st = stamps
+	}
 }
 
 // drop removes the first n slots (a batch that ran, or queued ones taken
 // out), clearing them so that what they held can be collected.
-func (q *plainRing) drop(n int) {
+func (q *plainRing) drop(n int, st *[]int64) {
 	for i := range n {
 		q.buf[q.at(i)] = plainSlot{}
 	}
@@ -126,7 +156,7 @@ func (q *plainRing) drop(n int) {
 	if len(q.buf) > 64 && q.size() <= len(q.buf)/8 {
 		// Give back what a burst took: memory follows the work now
 		// (and Mailbox.Reset drops all but a small ring).
-		q.resize(len(q.buf) / 4)
+		q.resize(len(q.buf)/4, st)
 	}
 }
 
@@ -138,7 +168,7 @@ func (q *plainRing) drop(n int) {
 // through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
-	m.plain.push(plainSlot{fn: fn, arg: arg, stamp: stamp})
+	m.plain.push(plainSlot{fn: fn, arg: arg}, stamp, m.stamps())
 	m.pending.Add(1)
 	return m.wake()
 }
@@ -364,6 +394,10 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
 	buf, first := q.buf, int(q.head)
+	var stamps []int64 // read with buf, the batch's
+	if st := m.stamps(); st != nil {
+		stamps = *st
+	}
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
 	if m.aux == nil {
 		m.aux = m.r.opt.Plain.NewAux() // before the batch reads it unlocked
@@ -371,26 +405,26 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	m.hold = holdPlain
 	m.mu.Unlock()
 	settle(done)
-	m.runPlainFrom(buf, first, n, 0)
+	m.runPlainFrom(buf, stamps, first, n, 0)
 	m.mu.Lock()
 	m.endPlain()
 	return n
 }
 
 // runPlainFrom runs the tasks of a running plain batch of n, whose first
-// slot is buf[first], from its ran-th on (the ones before it have run). If
+// slot is buf[first] (its stamps in stamps, if kept), from its ran-th on (the ones before it have run). If
 // a task never returns (its fn called runtime.Goexit, and RunPlain
 // accounted for it), the deferred check frees the task's place and hands
 // the rest of the batch, the mailbox and the execution slot to a fresh
 // drive loop, as runFrom does.
-func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
+func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran int) {
 	running := false
 	defer func() {
 		if running {
 			m.ranBatched()
 			m.r.opt.Plain.SettlePlain(buf[(first+ran)&(len(buf)-1)].arg)
 			m.r.takeOver(func() {
-				m.runPlainFrom(buf, first, n, ran+1)
+				m.runPlainFrom(buf, stamps, first, n, ran+1)
 				m.mu.Lock()
 				m.endPlain()
 				m.mu.Unlock()
@@ -401,15 +435,18 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, first, n, ran int) {
 	track, clock, p := m.r.opt.TrackOldest, m.r.opt.Clock, m.r.opt.Plain
 	x := m.made() // if track or clock
 	for ; ran < n; ran++ {
-		s := &buf[(first+ran)&mask]
+		k := (first + ran) & mask
+		s := &buf[k]
+		var stamp int64
 		if track {
+			stamp = stamps[k]
 			x.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
 		}
 		if clock != nil {
 			x.heldSince.Store(held(clock()))
 		}
 		running = true
-		p.RunPlain(m, s.fn, s.arg, s.stamp)
+		p.RunPlain(m, s.fn, s.arg, stamp)
 		running = false
 		m.ranBatched()
 		p.SettlePlain(s.arg)
@@ -442,7 +479,7 @@ func (m *Mailbox) ranBatched() {
 // (locked).
 func (m *Mailbox) endPlain() {
 	q := &m.plain
-	q.drop(int(q.cut))
+	q.drop(int(q.cut), m.stamps())
 	q.cut = 0
 	if m.r.opt.TrackOldest {
 		m.made().plainNext.Store(0)
@@ -465,7 +502,7 @@ func (m *Mailbox) plainOldest() (int64, bool) {
 		i = int(x.plainNext.Load())
 	}
 	if i < int(q.cut) {
-		return q.buf[q.at(i)].stamp, true
+		return stampAt(m.stamps(), q.at(i)), true
 	}
 	return 0, false
 }
