@@ -32,25 +32,44 @@ const (
 // that may queue, park or hold on it, and must settle m (Released, Claim)
 // before it counts, walks or looks up its live mailboxes: a fast hold given
 // back leaves m idle but not yet retired.
-//
-// Local returns the one value that the owner keeps for the mailbox's user
-// beside each lock: every mailbox under m's lock shares it, and it is
-// guarded by that lock (see Mailbox.Local).
 type Owner interface {
 	Retire(m *Mailbox)
 	Linger(m *Mailbox) bool
-	Local() *any
 }
 
-// Mailbox is one key's FIFO queue and the holds granted on it. Its fields
-// are guarded by mu, the lock of the router shard the mailbox lives in,
-// except where a field says otherwise (the drive loop updates a few atomics
-// while it runs a batch unlocked); every method that says "locked" must be
-// called with mu held.
-type Mailbox struct {
-	mu    *sync.Mutex // the owner's lock; guards everything below
+// Home is what the mailboxes under one lock share: the lock, the runner
+// they run on, their Owner, and one value for the mailboxes' user (see
+// Mailbox.Local). A router shard is one. A mailbox names its home with one
+// pointer, where the three would cost 32 bytes in every mailbox, which is
+// most of what a waiting key costs; the owner finds the mailbox's key from
+// the mailbox itself, since it made the mailbox (see router's nodeOf).
+//
+// The runner and the owner are set once (Init) and read by the mailboxes
+// beside the lock, on the cache line that taking the lock brings in.
+type Home struct {
+	mu    sync.Mutex
 	r     *Runner
 	owner Owner
+	local any // guarded by mu
+}
+
+// Init prepares h for mailboxes that run on r and retire through o.
+func (h *Home) Init(r *Runner, o Owner) { h.r, h.owner = r, o }
+
+// Lock locks h (and so every mailbox at home in h).
+func (h *Home) Lock() { h.mu.Lock() }
+
+// Unlock unlocks h. To leave a mailbox, use its Release, which retires it
+// if it is idle.
+func (h *Home) Unlock() { h.mu.Unlock() }
+
+// Mailbox is one key's FIFO queue and the holds granted on it. Its fields
+// are guarded by its home's lock (the router shard the mailbox lives in),
+// except where a field says otherwise (the drive loop updates a few atomics
+// while it runs a batch unlocked); every method that says "locked" must be
+// called with that lock held.
+type Mailbox struct {
+	home  *Home     // set by Init, never changed
 	plain plainRing // plain tasks, in one FIFO with the queue (see Plain)
 	aux   any       // the owner's (SetAux)
 
@@ -135,7 +154,7 @@ func (m *Mailbox) made() *extra { return m.x.Load() }
 // stamps returns the plain ring's stamps if the runner keeps them
 // (TrackOldest: Init made the extra), else nil (locked).
 func (m *Mailbox) stamps() *[]int64 {
-	if m.r.opt.TrackOldest {
+	if m.home.r.opt.TrackOldest {
 		return &m.made().stamps
 	}
 	return nil
@@ -166,10 +185,11 @@ func (m *Mailbox) nparked() int32 {
 	return 0
 }
 
-// Init prepares m to live under lock mu, run on r and retire through o.
-func (m *Mailbox) Init(mu *sync.Mutex, r *Runner, o Owner) {
-	m.mu, m.r, m.owner = mu, r, o
-	if o := r.opt; o.Clock != nil || o.TrackOldest || o.MeasureService {
+// Init prepares m to live in home h, whose lock guards it, run on h's
+// runner and retire through h's owner.
+func (m *Mailbox) Init(h *Home) {
+	m.home = h
+	if o := h.r.opt; o.Clock != nil || o.TrackOldest || o.MeasureService {
 		m.more() // every task reads or writes it
 	}
 	m.Reset(0)
@@ -203,13 +223,8 @@ func (m *Mailbox) forget() {
 	}
 }
 
-// Owner returns the Owner m was made for (Init), which never changes: its
-// owner's owner (the executor, for the router) reaches what the owner
-// keeps per mailbox through it (see router.Router.KeyOf).
-func (m *Mailbox) Owner() Owner { return m.owner }
-
-// Lock locks the mailbox's shard.
-func (m *Mailbox) Lock() { m.mu.Lock() }
+// Lock locks the mailbox's home.
+func (m *Mailbox) Lock() { m.home.mu.Lock() }
 
 // Unlock retires the mailbox if it is idle and unlocks its shard.
 func (m *Mailbox) Release() { m.unlockRetire() }
@@ -241,7 +256,7 @@ func (m *Mailbox) ServiceTime() time.Duration {
 		// so far is a lower bound, if the runner keeps a clock; else there
 		// is no estimate.
 		if at, ok := m.HeldSince(); ok {
-			return time.Duration(m.r.opt.Clock() - at)
+			return time.Duration(m.home.r.opt.Clock() - at)
 		}
 		return 0
 	}
@@ -261,7 +276,7 @@ func (m *Mailbox) Park(e *Entry) {
 // Unpark takes e out of the waiting room if it is still there, and reports
 // whether it was; false means it was admitted meanwhile.
 func (m *Mailbox) Unpark(e *Entry) bool {
-	m.mu.Lock()
+	m.home.mu.Lock()
 	was := e.at == inRoom
 	if was {
 		m.unpark(e)
@@ -285,7 +300,7 @@ func (m *Mailbox) promote() {
 	if x == nil {
 		return // nothing ever parked
 	}
-	for room := m.r.opt.Room; x.parked.Load() > 0 && (room == 0 || int(m.count()) < room); {
+	for room := m.home.r.opt.Room; x.parked.Load() > 0 && (room == 0 || int(m.count()) < room); {
 		e := x.park.head
 		if !e.t.work.Promote() {
 			return // refused: the submitter takes it out (Unpark)
@@ -468,7 +483,7 @@ func (m *Mailbox) link(e *Entry) {
 // measure starts the service-rate estimate when a task is about to be
 // queued behind another (locked): a queue forms.
 func (m *Mailbox) measure() {
-	if !m.r.opt.MeasureService || m.count() == 0 {
+	if !m.home.r.opt.MeasureService || m.count() == 0 {
 		return
 	}
 	if x := m.made(); x.busySince == 0 {
@@ -478,7 +493,7 @@ func (m *Mailbox) measure() {
 }
 
 // Dispatch schedules m's drive loop; call after Enqueue said so, unlocked.
-func (m *Mailbox) Dispatch() { m.r.Dispatch(m) }
+func (m *Mailbox) Dispatch() { m.home.r.Dispatch(m) }
 
 func (m *Mailbox) unlink(e *Entry) {
 	m.x.Load().queue.remove(e) // e is in its queue
@@ -487,8 +502,8 @@ func (m *Mailbox) unlink(e *Entry) {
 
 func (m *Mailbox) grant(e *Entry) {
 	e.at = holding
-	if m.r.opt.Clock != nil && m.hold == holdNone && m.sharing() == 0 {
-		m.made().heldSince.Store(held(m.r.opt.Clock()))
+	if m.home.r.opt.Clock != nil && m.hold == holdNone && m.sharing() == 0 {
+		m.made().heldSince.Store(held(m.home.r.opt.Clock()))
 	}
 	if e.shared {
 		m.more().sharers++
@@ -563,12 +578,12 @@ func (m *Mailbox) wake() bool {
 // live) or finds it gone and creates a fresh mailbox. m is never touched
 // after it retires.
 func (m *Mailbox) unlockRetire() {
-	mu := m.mu
+	h := m.home
 	m.settle()
 	if m.count() == 0 && !m.driven && m.nparked() == 0 {
-		m.owner.Retire(m)
+		h.owner.Retire(m)
 	}
-	mu.Unlock()
+	h.mu.Unlock()
 }
 
 // drive runs m's queue on a goroutine that owns an execution slot: up to
@@ -577,7 +592,7 @@ func (m *Mailbox) unlockRetire() {
 // returns a granted multi-key or shared task for the caller to run with the
 // same slot, or nil.
 func (m *Mailbox) drive(budget int) *Turn {
-	m.mu.Lock()
+	m.home.mu.Lock()
 	var done *Turn // ran in this loop; settled once m's lock is released
 	for {
 		e, plain := m.front()
@@ -587,16 +602,16 @@ func (m *Mailbox) drive(budget int) *Turn {
 			settle(done)
 			return nil
 		}
-		if budget == 0 && m.r.nready.Load() == 0 {
+		if budget == 0 && m.home.r.nready.Load() == 0 {
 			// Nothing waits for a slot: yielding would only hand m back to
 			// this loop, through the ready queue's lock twice. Go on.
-			budget = m.r.throughput
+			budget = m.home.r.throughput
 		}
 		if budget == 0 {
 			// Yield: m stays driven and goes to the back of the ready queue.
-			m.mu.Unlock()
+			m.home.mu.Unlock()
 			settle(done)
-			m.r.requeue(m)
+			m.home.r.requeue(m)
 			return nil
 		}
 		if plain {
@@ -631,10 +646,10 @@ func (m *Mailbox) drive(budget int) *Turn {
 				more = m.grantReaders()
 			}
 			m.driven = false
-			m.mu.Unlock()
+			m.home.mu.Unlock()
 			settle(done)
 			if more {
-				m.r.kick()
+				m.home.r.kick()
 			}
 			return t
 		}
@@ -673,10 +688,10 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	}
 	x.queue.cut(last)
 	m.hold = holdPlain
-	m.mu.Unlock()
+	m.home.mu.Unlock()
 	settle(done)
 	m.runFrom(first, 0)
-	m.mu.Lock()
+	m.home.mu.Lock()
 	m.endBatch()
 	return n
 }
@@ -698,26 +713,26 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		case running != nil:
 			next := running.next // read before the task settles
 			m.finishRun(running.t)
-			m.r.takeOver(func() {
+			m.home.r.takeOver(func() {
 				m.runFrom(next, ran+1)
-				m.mu.Lock()
+				m.home.mu.Lock()
 				m.endBatch()
-				m.mu.Unlock()
+				m.home.mu.Unlock()
 			}, item{m})
 		case grouped != nil:
 			for _, t := range grouped {
 				m.finishRun(t)
 			}
 			n := len(grouped)
-			m.r.takeOver(func() {
+			m.home.r.takeOver(func() {
 				m.runFrom(after, ran+n)
-				m.mu.Lock()
+				m.home.mu.Lock()
 				m.endBatch()
-				m.mu.Unlock()
+				m.home.mu.Unlock()
 			}, item{m})
 		}
 	}()
-	track, clock := m.r.opt.TrackOldest, m.r.opt.Clock
+	track, clock := m.home.r.opt.TrackOldest, m.home.r.opt.Clock
 	x := m.x.Load() // the batch's entries were queued there
 	var buf []*Turn
 	for e != nil {
@@ -767,8 +782,8 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		}
 		e = next
 	}
-	if m.r.opt.Ran != nil && ran > 0 {
-		m.r.opt.Ran(ran)
+	if m.home.r.opt.Ran != nil && ran > 0 {
+		m.home.r.opt.Ran(ran)
 	}
 }
 
@@ -783,7 +798,7 @@ func (m *Mailbox) finishRun(t *Turn) {
 
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
-	if m.r.opt.TrackOldest {
+	if m.home.r.opt.TrackOldest {
 		m.made().cursor.Store(nil)
 	}
 	m.hold = holdNone
@@ -807,7 +822,7 @@ func (m *Mailbox) grantReaders() bool {
 		m.grant(e)
 		t.need.Store(0)
 		if t.state.CompareAndSwap(Queued, Granted) {
-			m.r.push(item{t})
+			m.home.r.push(item{t})
 			more = true
 		}
 	}

@@ -78,25 +78,23 @@ func (l *runLog) get() []int {
 type owner struct {
 	retired atomic.Int32
 	fast    bool
-	local   any
 }
 
 func (o *owner) Retire(*mailbox.Mailbox) { o.retired.Add(1) }
 
 func (o *owner) Linger(*mailbox.Mailbox) bool { return o.fast }
 
-func (o *owner) Local() *any { return &o.local }
-
-// box is one mailbox with its lock, as the router would keep it.
+// box is one mailbox in a home of its own, as the router would keep it.
 type box struct {
-	mu sync.Mutex
-	m  mailbox.Mailbox
-	o  owner
+	h mailbox.Home
+	m mailbox.Mailbox
+	o owner
 }
 
 func newBox(r *mailbox.Runner) *box {
 	b := new(box)
-	b.m.Init(&b.mu, r, &b.o)
+	b.h.Init(r, &b.o)
+	b.m.Init(&b.h)
 	return b
 }
 

@@ -181,9 +181,9 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp in
 // the caller calls UnholdPlain, unlocked, even if fn called
 // runtime.Goexit.
 func (m *Mailbox) HoldPlain() {
-	if m.r.opt.Clock != nil {
-		m.made().heldSince.Store(held(m.r.opt.Clock()))
-	} else if m.pending.Load() == 0 && m.owner.Linger(m) {
+	if m.home.r.opt.Clock != nil {
+		m.made().heldSince.Store(held(m.home.r.opt.Clock()))
+	} else if m.pending.Load() == 0 && m.home.owner.Linger(m) {
 		// (pending is 0 whenever CanHold holds; the check keeps the
 		// give-back's swap, which expects exactly this hold, honest.)
 		m.hold = holdFast
@@ -204,7 +204,7 @@ func (m *Mailbox) UnholdPlain() {
 	if unholdLocking != nil {
 		unholdLocking()
 	}
-	m.mu.Lock()
+	m.home.mu.Lock()
 	m.hold = holdNone
 	m.clearHeld()
 	m.giveBack()
@@ -321,10 +321,10 @@ func (m *Mailbox) Aux() any { return m.aux }
 // (locked). m must have none yet (Aux is nil): once set, Aux never changes.
 func (m *Mailbox) SetAux(v any) { m.aux = v }
 
-// Local returns a value, kept by m's owner, that every mailbox under m's
+// Local returns a value, kept by m's home, that every mailbox under m's
 // lock shares (locked): what the user keeps per lock rather than per key
 // (Aux), say a stock of what its tasks draw on. It is nil until stored.
-func (m *Mailbox) Local() *any { return m.owner.Local() }
+func (m *Mailbox) Local() *any { return &m.home.local }
 
 // TakePlain takes every queued plain task out of m and returns their args
 // in queue order, for its owner to end without running them (locked); a
@@ -349,7 +349,7 @@ func (m *Mailbox) TakePlain() []any {
 // DonePlain gives back the place of a plain task taken out by TakePlain;
 // the caller then settles the task (as Plain.SettlePlain would).
 func (m *Mailbox) DonePlain() {
-	m.mu.Lock()
+	m.home.mu.Lock()
 	m.giveBack()
 }
 
@@ -362,7 +362,7 @@ func (m *Mailbox) giveBack() {
 	wake := m.wake()
 	m.unlockRetire()
 	if wake {
-		m.r.Dispatch(m)
+		m.home.r.Dispatch(m)
 	}
 }
 
@@ -400,13 +400,13 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	}
 	q.cut, q.taken = uint32(n), q.taken+uint32(n)
 	if m.aux == nil {
-		m.aux = m.r.opt.Plain.NewAux() // before the batch reads it unlocked
+		m.aux = m.home.r.opt.Plain.NewAux() // before the batch reads it unlocked
 	}
 	m.hold = holdPlain
-	m.mu.Unlock()
+	m.home.mu.Unlock()
 	settle(done)
 	m.runPlainFrom(buf, stamps, first, n, 0)
-	m.mu.Lock()
+	m.home.mu.Lock()
 	m.endPlain()
 	return n
 }
@@ -422,17 +422,17 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran in
 	defer func() {
 		if running {
 			m.ranBatched()
-			m.r.opt.Plain.SettlePlain(buf[(first+ran)&(len(buf)-1)].arg)
-			m.r.takeOver(func() {
+			m.home.r.opt.Plain.SettlePlain(buf[(first+ran)&(len(buf)-1)].arg)
+			m.home.r.takeOver(func() {
 				m.runPlainFrom(buf, stamps, first, n, ran+1)
-				m.mu.Lock()
+				m.home.mu.Lock()
 				m.endPlain()
-				m.mu.Unlock()
+				m.home.mu.Unlock()
 			}, item{m})
 		}
 	}()
 	mask := len(buf) - 1
-	track, clock, p := m.r.opt.TrackOldest, m.r.opt.Clock, m.r.opt.Plain
+	track, clock, p := m.home.r.opt.TrackOldest, m.home.r.opt.Clock, m.home.r.opt.Plain
 	x := m.made() // if track or clock
 	for ; ran < n; ran++ {
 		k := (first + ran) & mask
@@ -451,8 +451,8 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran in
 		m.ranBatched()
 		p.SettlePlain(s.arg)
 	}
-	if m.r.opt.Ran != nil && ran > 0 {
-		m.r.opt.Ran(ran)
+	if m.home.r.opt.Ran != nil && ran > 0 {
+		m.home.r.opt.Ran(ran)
 	}
 }
 
@@ -466,11 +466,11 @@ func (m *Mailbox) ranBatched() {
 		return // nothing parked, and the runner measures nothing
 	}
 	if x.parked.Load() > 0 {
-		m.mu.Lock()
+		m.home.mu.Lock()
 		m.promote()
-		m.mu.Unlock()
+		m.home.mu.Unlock()
 	}
-	if m.r.opt.MeasureService {
+	if m.home.r.opt.MeasureService {
 		x.served.Add(1)
 	}
 }
@@ -481,7 +481,7 @@ func (m *Mailbox) endPlain() {
 	q := &m.plain
 	q.drop(int(q.cut), m.stamps())
 	q.cut = 0
-	if m.r.opt.TrackOldest {
+	if m.home.r.opt.TrackOldest {
 		m.made().plainNext.Store(0)
 	}
 	m.endBatch()

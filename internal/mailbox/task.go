@@ -267,7 +267,7 @@ func (e *Entry) release() {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
+	m.home.mu.Lock()
 	switch {
 	case e.at == inQueue:
 		m.unlink(e)
@@ -276,7 +276,7 @@ func (e *Entry) release() {
 	case e.at == inBatch:
 		e.at = nowhere // the drive loop will skip it
 	default:
-		m.mu.Unlock()
+		m.home.mu.Unlock()
 		return
 	}
 	m.giveBack()
@@ -292,8 +292,8 @@ func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock() // nothing changes: no retirement to decide
+	m.home.mu.Lock()
+	defer m.home.mu.Unlock() // nothing changes: no retirement to decide
 	if e.at == inQueue {
 		m.EachManyAhead(e, f)
 	}
@@ -326,8 +326,8 @@ func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	if t.many != nil || m == nil {
 		return false, false, nil
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.home.mu.Lock()
+	defer m.home.mu.Unlock()
 	if e.at != inRoom || m.hold == holdNone {
 		return e.at == inRoom, false, nil
 	}
@@ -347,8 +347,8 @@ func (t *Turn) JoinsShared() bool {
 	if t.many != nil || !e.shared || m == nil {
 		return false
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.home.mu.Lock()
+	defer m.home.mu.Unlock()
 	if e.at != inQueue || m.hold != holdNone || !m.before(e) {
 		return false // held, or an exclusive plain task is queued ahead
 	}
@@ -365,8 +365,8 @@ func (e *Entry) eachWaitedMany(f func(o *Turn)) {
 	if m == nil {
 		return
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.home.mu.Lock()
+	defer m.home.mu.Unlock()
 	switch {
 	case e.at == inQueue:
 		m.EachManyAhead(e, f)

@@ -3,8 +3,8 @@ package router
 import (
 	"hash/maphash"
 	"runtime"
-	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -19,19 +19,19 @@ type Router[K comparable] struct {
 	live    atomic.Int64 // striped mode: stripes that are not idle (see Live)
 }
 
+// shard is a home of mailboxes (its lock guards them and what follows)
+// and their Owner.
 type shard[K comparable] struct {
-	mu   sync.Mutex
-	t    table[K] // the filed nodes by key; guarded by mu
-	idle *node[K] // a retired node left in t for a moment (see Retire); guarded by mu
-	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by mu
+	home mailbox.Home
+	t    table[K] // the filed nodes by key; guarded by home's lock
+	idle *node[K] // a retired node left in t for a moment (see Retire); guarded by home's lock
+	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by home's lock
 	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
-	// mu. They also keep the space in the shard's struct that keeps
+	// home's lock. They also keep the space in the shard's struct that keeps
 	// neighbouring shard locks off one cache line.
 	spares [maxSpares]*node[K]
 	nspare int
-	live   int // mailboxes that are not idle; guarded by mu (see Live)
-	local  any // the mailboxes' user's, shared by the shard's mailboxes (see Local); guarded by mu
-	r      *Router[K]
+	live   int // mailboxes that are not idle; guarded by home's lock (see Live)
 }
 
 // maxSpares is how many retired nodes a shard keeps for reuse while it has
@@ -42,26 +42,32 @@ type shard[K comparable] struct {
 const maxSpares = 8
 
 // node is a dynamic mailbox with the key it is filed under. Its mailbox's
-// Mark says whether it is filed: in s.t under key (guarded by s.mu).
-//
-// The key comes first: a lookup reads it (table.find) under the shard lock
-// while the key's drive loop may be writing the mailbox's counts unlocked,
-// which sit on the node's second cache line. The first holds, beside the
-// key, only what changes rarely (the lock, runner and owner pointers, the
-// plain ring's buffer).
+// Mark says whether it is filed: in its shard's table under key (guarded
+// by the shard's lock). The mailbox names only its home, the shard, which
+// finds the node from the mailbox (nodeOf): a node is a key and a
+// mailbox, nothing else (96 bytes with a string key).
 type node[K comparable] struct {
 	key K
-	s   *shard[K]
 	mb  mailbox.Mailbox
 }
 
+// nodeOf returns the node that holds m, a mailbox of a router without
+// stripes. Every such mailbox is the mb field of a node[K] (Acquire makes
+// them; nothing else Inits a mailbox in a shard's home), so stepping back
+// by mb's offset stays inside the node's own allocation: the arithmetic
+// that unsafe.Pointer's rules allow, which the race detector's checkptr
+// checks (TestNodeOf).
+func nodeOf[K comparable](m *mailbox.Mailbox) *node[K] {
+	return (*node[K])(unsafe.Add(unsafe.Pointer(m), -unsafe.Offsetof(node[K]{}.mb)))
+}
+
+// stripe is a home with one mailbox, and its Owner.
 type stripe[K comparable] struct {
-	mu    sync.Mutex
-	mb    mailbox.Mailbox // guarded by mu
-	busy  bool            // counted in live; guarded by mu
-	last  K               // the key that last acquired the stripe; guarded by mu
-	local any             // the mailbox's user's (see Local); guarded by mu
-	r     *Router[K]
+	home mailbox.Home
+	mb   mailbox.Mailbox // guarded by home's lock
+	busy bool            // counted in live; guarded by home's lock
+	last K               // the key that last acquired the stripe; guarded by home's lock
+	r    *Router[K]
 }
 
 // New returns a router whose mailboxes run on r. With stripes > 0 it is a
@@ -74,7 +80,8 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 		for i := range rt.stripes {
 			s := &rt.stripes[i]
 			s.r = rt
-			s.mb.Init(&s.mu, r, s)
+			s.home.Init(r, s)
+			s.mb.Init(&s.home)
 		}
 		return rt
 	}
@@ -86,8 +93,9 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	rt.shards = make([]shard[K], n)
 	rt.mask = uint64(n - 1)
 	for i := range rt.shards {
-		rt.shards[i].r = rt
-		rt.shards[i].t.seed = rt.seed
+		s := &rt.shards[i]
+		s.home.Init(r, s)
+		s.t.seed = rt.seed
 	}
 	return rt
 }
@@ -119,7 +127,7 @@ func (rt *Router[K]) Same(a, b K) bool {
 func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	if rt.stripes != nil {
 		s := &rt.stripes[rt.Index(key)]
-		s.mu.Lock()
+		s.home.Lock()
 		s.last = key
 		if !s.busy {
 			s.busy = true
@@ -129,7 +137,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	}
 	h := maphash.Comparable(rt.seed, key)
 	s := &rt.shards[h&rt.mask]
-	s.mu.Lock()
+	s.home.Lock()
 	f := s.fast
 	if f != nil && f.key == key {
 		// The key that had the shard's fast hold last, back again (the
@@ -154,8 +162,8 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 			s.nspare--
 			n, s.spares[s.nspare] = s.spares[s.nspare], nil
 		} else {
-			n = &node[K]{s: s}
-			n.mb.Init(&s.mu, rt.runner, n)
+			n = new(node[K])
+			n.mb.Init(&s.home)
 		}
 		n.key, n.mb.Mark = key, true
 		s.t.insert(h, n)
@@ -170,7 +178,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 // it, and a node is filed again under another key only after it retired,
 // which a mailbox with a task pending never does. m must be a mailbox of a
 // router without stripes (a stripe serves many keys).
-func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return m.Owner().(*node[K]).key }
+func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return nodeOf[K](m).key }
 
 // Find returns key's mailbox with its lock held, or nil, with nothing
 // held, if the key has none; unlike Acquire it never makes one. The caller
@@ -178,33 +186,30 @@ func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return m.Owner().(*node[K]).k
 func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 	if rt.stripes != nil {
 		st := &rt.stripes[rt.Index(key)] // a stripe always exists
-		st.mu.Lock()
+		st.home.Lock()
 		return &st.mb
 	}
 	h := maphash.Comparable(rt.seed, key)
 	s := &rt.shards[h&rt.mask]
-	s.mu.Lock()
+	s.home.Lock()
 	s.settleFast() // the caller reads m, and changes nothing a fast hold needs Claim for
 	if n := s.t.find(h, key); n != nil {
 		return &n.mb
 	}
-	s.mu.Unlock()
+	s.home.Unlock()
 	return nil
 }
 
-// Linger lets the plain hold n's mailbox is about to grant be a fast hold
+// Linger lets the plain hold m is about to grant be a fast hold
 // (mailbox.Owner; locked) if no other node of the shard may have one: with
 // at most one per shard, settleFast finds it without a walk.
-func (n *node[K]) Linger(*mailbox.Mailbox) bool {
-	s := n.s
+func (s *shard[K]) Linger(m *mailbox.Mailbox) bool {
+	n := nodeOf[K](m)
 	if s.fast == nil {
 		s.fast = n
 	}
 	return s.fast == n
 }
-
-// Local is the shard's value for the mailboxes' user (mailbox.Owner).
-func (n *node[K]) Local() *any { return &n.s.local }
 
 // settleFast settles and retires the shard's fast-hold node if its hold
 // was given back (locked), so that what follows counts and walks only
@@ -223,7 +228,7 @@ func (s *shard[K]) retireFast() {
 	f := s.fast
 	f.mb.Claim()
 	if f.mb.Idle() {
-		f.Retire(&f.mb) // clears s.fast
+		s.Retire(&f.mb) // clears s.fast
 	}
 }
 
@@ -232,8 +237,8 @@ func (s *shard[K]) retireFast() {
 // the next retirement in the same shard: a key used again and again by one
 // caller (the uncontended Do) then costs no map delete and insert per call,
 // while at most one idle entry per shard is ever kept.
-func (n *node[K]) Retire(*mailbox.Mailbox) {
-	s := n.s
+func (s *shard[K]) Retire(m *mailbox.Mailbox) {
+	n := nodeOf[K](m)
 	if !n.mb.Mark || s.idle == n {
 		return
 	}
@@ -291,9 +296,6 @@ func (s *shard[K]) quiet() {
 // given back under its lock.
 func (s *stripe[K]) Linger(*mailbox.Mailbox) bool { return false }
 
-// Local is the stripe's value for its mailbox's user (mailbox.Owner).
-func (s *stripe[K]) Local() *any { return &s.local }
-
 // Retire marks an idle stripe as not busy (called locked).
 func (s *stripe[K]) Retire(*mailbox.Mailbox) {
 	if s.busy {
@@ -312,10 +314,10 @@ func (rt *Router[K]) Live() int {
 	n := int(rt.live.Load())
 	for i := range rt.shards {
 		s := &rt.shards[i]
-		s.mu.Lock()
+		s.home.Lock()
 		s.settleFast()
 		n += s.live
-		s.mu.Unlock()
+		s.home.Unlock()
 	}
 	return n
 }
@@ -326,21 +328,21 @@ func (rt *Router[K]) Live() int {
 func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 	for i := range rt.stripes {
 		s := &rt.stripes[i]
-		s.mu.Lock()
+		s.home.Lock()
 		if s.busy {
 			f(s.last, &s.mb)
 		}
-		s.mu.Unlock()
+		s.home.Unlock()
 	}
 	for i := range rt.shards {
 		s := &rt.shards[i]
-		s.mu.Lock()
+		s.home.Lock()
 		s.settleFast()
 		s.t.each(func(n *node[K]) {
 			if n != s.idle {
 				f(n.key, &n.mb)
 			}
 		})
-		s.mu.Unlock()
+		s.home.Unlock()
 	}
 }

@@ -28,8 +28,8 @@ func TestSpares(t *testing.T) {
 	}
 	s := &rt.shards[0]
 	spares := func() (n, live int) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
+		s.home.Lock()
+		defer s.home.Unlock()
 		return s.nspare, s.live
 	}
 	// Every key but the last is held (an inline hold, as an uncontended Do
@@ -56,5 +56,57 @@ func TestSpares(t *testing.T) {
 	holds[0].Vacate()
 	if n, live := spares(); n != 1 || live != 0 {
 		t.Errorf("quiet shard: %d spares, %d live; want 1 and 0", n, live)
+	}
+}
+
+// TestNodeOf: every mailbox Acquire hands out leads back to the node that
+// holds it and is filed under the key (run it with -race: checkptr checks
+// the step back from the mailbox to its node), for key types whose size
+// puts the mailbox at different offsets.
+func TestNodeOf(t *testing.T) {
+	pool := pond.NewPool(0)
+	r := mailbox.NewRunner(pool, 1, 4, mailbox.RunnerOptions{})
+	t.Cleanup(func() {
+		r.Wait()
+		pool.StopAndWait()
+	})
+	t.Run("string", func(t *testing.T) {
+		checkNodeOf(t, New[string](r, 0), func(i int) string { return fmt.Sprint("k", i) })
+	})
+	t.Run("byte", func(t *testing.T) { checkNodeOf(t, New[byte](r, 0), func(i int) byte { return byte(i) }) })
+	type wide struct{ a, b, c int64 }
+	t.Run("struct", func(t *testing.T) { checkNodeOf(t, New[wide](r, 0), func(i int) wide { return wide{int64(i), 1, 2} }) })
+}
+
+func checkNodeOf[K comparable](t *testing.T, rt *Router[K], key func(int) K) {
+	const n = 200
+	ms := make([]*mailbox.Mailbox, n)
+	holds := make([]mailbox.Turn, n) // held, each key stays live and filed
+	for i := range ms {
+		m := rt.Acquire(key(i))
+		holds[i].Init(nil, false)
+		m.Hold(&holds[i])
+		m.Release()
+		ms[i] = m
+	}
+	defer func() {
+		for i := range holds {
+			holds[i].Vacate()
+		}
+	}()
+	for i, m := range ms {
+		k := key(i)
+		nd := nodeOf[K](m)
+		if &nd.mb != m {
+			t.Fatalf("key %v: nodeOf gives a node whose mailbox is %p, not %p", k, &nd.mb, m)
+		}
+		if got := rt.KeyOf(m); got != k {
+			t.Fatalf("KeyOf gives %v, want %v", got, k)
+		}
+		if f := rt.Find(k); f != m {
+			t.Fatalf("key %v: Find gives %p, Acquire gave %p", k, f, m)
+		} else {
+			f.Release()
+		}
 	}
 }
