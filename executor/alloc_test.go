@@ -121,11 +121,11 @@ func TestBytesPerWaitingKey(t *testing.T) {
 	}{
 		{"Go", func(e *executor.Executor[string], key string, fn func(context.Context) error) error {
 			return e.Go(context.Background(), key, fn)
-		}, 151},
+		}, 135},
 		{"Submit", func(e *executor.Executor[string], key string, fn func(context.Context) error) error {
 			_, err := e.Submit(context.Background(), key, fn)
 			return err
-		}, 271},
+		}, 255},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newExec[string](t, executor.WithWorkers(1))

@@ -206,8 +206,9 @@ func (m *Mailbox) Reset(ring int) {
 // TrimRing drops an idle mailbox's plain-ring buffer if it has grown past
 // ring slots (locked); the next plain task makes a fresh one.
 func (m *Mailbox) TrimRing(ring int) {
-	if q := &m.plain; len(q.buf) > ring {
-		q.buf, q.head = nil, 0
+	if q := &m.plain; q.len() > ring {
+		q.setBuf(nil)
+		q.head = 0
 		if st := m.stamps(); st != nil {
 			*st = nil
 		}

@@ -1,6 +1,10 @@
 package mailbox
 
-import "context"
+import (
+	"context"
+	"math/bits"
+	"unsafe"
+)
 
 // Plain tasks.
 //
@@ -55,10 +59,13 @@ type plainSlot struct {
 // tail counts the slots ever queued, taken those ever taken into a batch or
 // out by TakePlain; tail-taken are queued.
 //
-// The ring is part of the mailbox (40 bytes, where a ring of its own would
-// cost a pointer, a 48-byte object and a cache line more to touch for each
-// task queued and each batch taken); its buffer is made on the first plain
-// task and kept. It starts at one slot, since most keys have one task
+// The ring is part of the mailbox (24 bytes, where a ring of its own would
+// cost a pointer, an object and a cache line more to touch for each task
+// queued and each batch taken); its buffer is made on the first plain task
+// and kept. The ring keeps the buffer as its first slot's address and the
+// log of its size, 9 bytes where a slice takes 24, and the running batch's
+// size in 16 bits (a batch takes at most maxCut slots): that keeps the
+// mailbox at 64 bytes, a router node with a string key at 80. It starts at one slot, since most keys have one task
 // waiting, and grows when full (see grown).
 //
 // The slots' stamps (when the owner accepted each, see OldestStamp) are
@@ -67,10 +74,38 @@ type plainSlot struct {
 // below; nil elsewhere): the ring's slots, what a waiting key holds, are
 // 24 bytes, not 32.
 type plainRing struct {
-	buf         []plainSlot // len is 0 or a power of two
-	head        uint32      // buf index of the first slot (of the batch, if one runs)
-	cut         uint32      // slots at head in the running batch
+	ptr         *plainSlot // the buffer's first slot; nil: no buffer yet
+	head        uint32     // buffer index of the first slot (of the batch, if one runs)
 	tail, taken uint32
+	cut         uint16 // slots at head in the running batch
+	log         uint8  // the buffer holds 1<<log slots, if there is one
+}
+
+// maxCut is the most slots one plain batch takes (plainRing.cut).
+const maxCut = 1<<16 - 1
+
+// buf returns the ring's buffer, nil if it has none.
+func (q *plainRing) buf() []plainSlot {
+	if q.ptr == nil {
+		return nil
+	}
+	return unsafe.Slice(q.ptr, 1<<q.log)
+}
+
+// len is the buffer's size in slots: 0 or a power of two.
+func (q *plainRing) len() int {
+	if q.ptr == nil {
+		return 0
+	}
+	return 1 << q.log
+}
+
+// setBuf makes buf, nil or of a power of two slots, the ring's buffer.
+func (q *plainRing) setBuf(buf []plainSlot) {
+	q.ptr, q.log = nil, 0
+	if len(buf) > 0 {
+		q.ptr, q.log = unsafe.SliceData(buf), uint8(bits.TrailingZeros(uint(len(buf))))
+	}
 }
 
 // queued is the number of plain slots waiting.
@@ -79,15 +114,15 @@ func (q *plainRing) queued() int { return int(q.tail - q.taken) }
 func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 
 // at returns the index in buf of the i-th slot from head.
-func (q *plainRing) at(i int) int { return (int(q.head) + i) & (len(q.buf) - 1) }
+func (q *plainRing) at(i int) int { return (int(q.head) + i) & (q.len() - 1) }
 
 func (q *plainRing) push(s plainSlot, stamp int64, st *[]int64) {
 	n := q.size()
-	if n == len(q.buf) {
+	if n == q.len() {
 		q.resize(q.grown(), st)
 	}
 	k := q.at(n)
-	q.buf[k] = s
+	q.buf()[k] = s
 	if st != nil {
 		(*st)[k] = stamp
 	}
@@ -111,7 +146,7 @@ func stampAt(st *[]int64, k int) int64 {
 // where doubling copies between n and 2n. A ring that grew is a quarter
 // full, so drop does not shrink it at once.
 func (q *plainRing) grown() int {
-	switch n := len(q.buf); {
+	switch n := q.len(); {
 	case n == 0:
 		return 1
 	case n < bigRing:
@@ -133,14 +168,16 @@ func (q *plainRing) resize(n int, st *[]int64) {
 	if st != nil {
 		stamps = make([]int64, n)
 	}
+	old := q.buf()
 	for i := range q.size() {
 		k := q.at(i)
-		buf[i] = q.buf[k]
+		buf[i] = old[k]
 		if st != nil {
 			stamps[i] = (*st)[k]
 		}
 	}
-	q.buf, q.head = buf, 0
+	q.setBuf(buf)
+	q.head = 0
 	if st != nil {
 		*st = stamps
 	}
@@ -149,14 +186,15 @@ func (q *plainRing) resize(n int, st *[]int64) {
 // drop removes the first n slots (a batch that ran, or queued ones taken
 // out), clearing them so that what they held can be collected.
 func (q *plainRing) drop(n int, st *[]int64) {
+	buf := q.buf()
 	for i := range n {
-		q.buf[q.at(i)] = plainSlot{}
+		buf[q.at(i)] = plainSlot{}
 	}
 	q.head = uint32(q.at(n))
-	if len(q.buf) > 64 && q.size() <= len(q.buf)/8 {
+	if l := len(buf); l > 64 && q.size() <= l/8 {
 		// Give back what a burst took: memory follows the work now
 		// (and Mailbox.Reset drops all but a small ring).
-		q.resize(len(q.buf)/4, st)
+		q.resize(l/4, st)
 	}
 }
 
@@ -337,10 +375,11 @@ func (m *Mailbox) TakePlain() []any {
 		return nil
 	}
 	ps := make([]any, n)
+	buf := q.buf()
 	for i := range ps {
 		k := q.at(int(q.cut) + i)
-		ps[i] = q.buf[k].arg
-		q.buf[k] = plainSlot{}
+		ps[i] = buf[k].arg
+		buf[k] = plainSlot{}
 	}
 	q.taken = q.tail
 	return ps
@@ -389,16 +428,16 @@ func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.tak
 // overwritten.
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	q := &m.plain
-	n := min(budget, q.queued())
+	n := min(budget, q.queued(), maxCut)
 	if e := m.head(); e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
-	buf, first := q.buf, int(q.head)
+	buf, first := q.buf(), int(q.head)
 	var stamps []int64 // read with buf, the batch's
 	if st := m.stamps(); st != nil {
 		stamps = *st
 	}
-	q.cut, q.taken = uint32(n), q.taken+uint32(n)
+	q.cut, q.taken = uint16(n), q.taken+uint32(n)
 	if m.aux == nil {
 		m.aux = m.home.r.opt.Plain.NewAux() // before the batch reads it unlocked
 	}

@@ -163,6 +163,43 @@ func TestPlainRingGrowsDuringBatch(t *testing.T) {
 	}
 }
 
+// TestPlainBatchLongerThanMaxCut: with a budget above the most slots one
+// batch takes (a batch's size is kept in 16 bits), a queue longer than
+// that runs in several batches, every task once and in order, and tasks
+// queued while the first of them runs go behind it, not into its slots.
+func TestPlainBatchLongerThanMaxCut(t *testing.T) {
+	const n, more = 70_000, 10
+	r := newRunnerWith(t, 1, 1<<20, mailbox.RunnerOptions{})
+	b := newBox(r)
+	var log runLog
+	first := b.plain(0, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	wait(t, "the first plain task to start", first.started)
+	// Task 1 starts the long batch, and is held there while more queue.
+	second := b.plain(1, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	for id := 2; id < n; id++ {
+		b.plain(id, &log, nil)
+	}
+	close(first.gate)
+	wait(t, "the long batch to start", second.started)
+	var last *plainWork
+	for id := n; id < n+more; id++ {
+		last = b.plain(id, &log, nil)
+	}
+	close(second.gate)
+	wait(t, "the last plain task", last.done)
+	r.Wait()
+	if got := log.get(); !slices.Equal(got, seq(n+more)) {
+		i := 0
+		for i < len(got) && got[i] == i {
+			i++
+		}
+		t.Fatalf("%d tasks ran, in order up to %d; want 0..%d in order", len(got), i, n+more-1)
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+}
+
 // TestPlainGoexit: a plain task whose RunPlain ends its goroutine in the
 // middle of a batch costs the key nothing: the tasks behind it run in
 // order on a fresh drive loop, Ran counts every task, and the mailbox

@@ -15,13 +15,13 @@ func TestRingGrowthCopies(t *testing.T) {
 	)
 	copied, grew := 0, 0
 	for i := range n {
-		if l := len(q.buf); q.size() == l {
+		if l := q.len(); q.size() == l {
 			copied += l
 			grew++
 		}
 		q.push(plainSlot{}, int64(i), &stamps)
 	}
-	t.Logf("%d slots: %d growths, %d slots copied (ring of %d)", n, grew, copied, len(q.buf))
+	t.Logf("%d slots: %d growths, %d slots copied (ring of %d)", n, grew, copied, q.len())
 	if copied > 4*n/3 {
 		t.Errorf("growing to %d slots copied %d; want at most %d", n, copied, 4*n/3)
 	}
@@ -36,14 +36,14 @@ func TestRingGrowthCopies(t *testing.T) {
 		}
 		q.taken += uint32(k)
 		q.drop(k, &stamps)
-		if len(q.buf) > 64 && q.size()*8 < len(q.buf) {
-			t.Fatalf("a ring of %d slots holds %d after a drop", len(q.buf), q.size())
+		if q.len() > 64 && q.size()*8 < q.len() {
+			t.Fatalf("a ring of %d slots holds %d after a drop", q.len(), q.size())
 		}
 	}
 	if next != n {
 		t.Fatalf("drained %d of %d", next, n)
 	}
-	if len(q.buf) > 64 {
-		t.Errorf("a drained ring keeps %d slots; want at most 64", len(q.buf))
+	if q.len() > 64 {
+		t.Errorf("a drained ring keeps %d slots; want at most 64", q.len())
 	}
 }
