@@ -101,9 +101,9 @@ func TestHeapPerTask(t *testing.T) {
 
 // TestBytesPerWaitingKey: what a key with one task waiting costs the heap,
 // after GC: its mailbox and table entry, its place in the ready queue, and
-// the task. Over these 20,000 keys that is 318 B with a plain Go (whose ctx
-// is made only as it runs) and 414 B with a plain Submit (bench's
-// BytesPerWaitingKey, over 100,000 keys: 304 and 400 B, the tables' growth
+// the task. Over these 20,000 keys that is 134 B with a plain Go (whose ctx
+// is made only as it runs) and 254 B with a plain Submit (bench's
+// BytesPerWaitingKey, over 100,000 keys: 128 and 248 B, the tables' growth
 // steps falling differently).
 func TestBytesPerWaitingKey(t *testing.T) {
 	if raceEnabled {

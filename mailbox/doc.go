@@ -45,9 +45,13 @@
 // worker after at most WithThroughput of its tasks.
 //
 // A mailbox's size is most of what a waiting key costs, so it keeps only
-// what a key with plain work needs (104 bytes: its ring of slots, its
-// counts and its hold); the turn queue, the waiting room, shared holds and
-// the clocks are a second object it makes on the first need.
+// what a key with plain work needs (64 bytes: its ring of slots, its
+// counts, its hold, and one pointer to its home, the router shard whose
+// lock guards it, which holds the runner and the owner its mailboxes
+// share); the turn queue, the waiting room, shared holds and the clocks
+// are a second object it makes on the first need. The router finds a
+// mailbox's key from the mailbox itself: a node is the key and the
+// mailbox, nothing else.
 //
 // A mailbox exists only while its key has work. "This mailbox is idle" and
 // "remove it from the table" are decided under the one lock every submitter

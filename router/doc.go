@@ -31,10 +31,14 @@
 // back under the lock as any hold. ActiveKeys stays exact: Live settles
 // each shard's one candidate before it counts.
 //
-// Each shard (and each stripe) also keeps one value for the executor,
-// guarded by its lock (mailbox.Owner's Local): a shard's is the block of
-// task contexts that its uncontended Do calls are carved from; a stripe's
-// stays unused, since on stripes no Do runs at once.
+// Each shard (and each stripe) is a mailbox.Home: the lock, the runner and
+// the owner its mailboxes share, and one value for the executor, guarded
+// by the lock (Mailbox.Local): a shard's is the block of task contexts
+// that its uncontended Do calls are carved from; a stripe's stays unused,
+// since on stripes no Do runs at once. A node is only a key and a mailbox
+// (80 bytes with a string key): the shard finds the node of a mailbox it
+// is told to retire by stepping back from the mailbox to the node holding
+// it.
 //
 // In striped mode (executor.WithStripes) the table is a fixed array of
 // mailboxes allocated once; keys hash onto them and nothing is ever created

@@ -98,8 +98,8 @@ type Mailbox struct {
 // tracks the oldest task (TrackOldest) or measures service
 // (MeasureService). A mailbox lives as long as its key is busy, so its size
 // is most of what a waiting key costs: the plain-only key, the common one,
-// does without these 88 bytes, and its router node fits the 128-byte size
-// class. It is made on the first need (Mailbox.more), or at Init for such a
+// does without these 96 bytes (a mailbox is 64, a router node with a
+// string key 80). It is made on the first need (Mailbox.more), or at Init for such a
 // runner, and stays with the mailbox when it is reused.
 type extra struct {
 	queue  list                  // FIFO of entries waiting for a hold
@@ -133,8 +133,9 @@ type extra struct {
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 
 	// stamps are the plain ring's stamps on a runner that tracks the
-	// oldest task (see plainRing): buf's length and indexes.
-	stamps []int64
+	// oldest task (see plainRing), with its buffer's length and indexes;
+	// made at Init there, nil elsewhere. A pointer keeps extra at 96 bytes.
+	stamps *[]int64
 }
 
 // more returns m's extra, making it if m has none yet (locked).
@@ -155,7 +156,7 @@ func (m *Mailbox) made() *extra { return m.x.Load() }
 // (TrackOldest: Init made the extra), else nil (locked).
 func (m *Mailbox) stamps() *[]int64 {
 	if m.home.r.opt.TrackOldest {
-		return &m.made().stamps
+		return m.made().stamps
 	}
 	return nil
 }
@@ -190,7 +191,10 @@ func (m *Mailbox) nparked() int32 {
 func (m *Mailbox) Init(h *Home) {
 	m.home = h
 	if o := h.r.opt; o.Clock != nil || o.TrackOldest || o.MeasureService {
-		m.more() // every task reads or writes it
+		x := m.more() // every task reads or writes it
+		if o.TrackOldest {
+			x.stamps = new([]int64)
+		}
 	}
 	m.Reset(0)
 }
