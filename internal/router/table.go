@@ -20,20 +20,41 @@ import "hash/maphash"
 // it still reach what lies behind); tombstones are dropped whenever the
 // table is rebuilt, which happens when live entries and tombstones fill
 // 7/8 of it, and when the live entries fall to 1/8 of a table larger than
-// minTable (memory follows the keys that are busy now). Each rebuild is
-// paid for by at least cap/8 inserts or removes since the last one, but it
-// is one step under the shard lock, where a Go map grows in pieces: a
-// shard of 100,000 keys (6.4 million live keys on 64 shards) pauses its
-// keys for about 5 ms as it rebuilds on a 2-core VM (BenchmarkTableRebuild).
+// minTable (memory follows the keys that are busy now).
+//
+// A rebuild is incremental, as a Go map's growth is: it makes the new
+// slots and keeps the old ones beside them (old), and every insert and
+// remove then moves the entries of the next moveStep old slots, until none
+// is left. A lookup that misses the new slots asks the old ones. So no
+// call pays for the whole table under the shard lock: moving all of a
+// shard of 100,000 keys at once takes about 5 ms on a 2-core VM
+// (BenchmarkTableRebuild), which was every one of its keys' pause. The new
+// slots are sized so that the move ends before they could fill (see
+// rebuild); if it has not, it is finished at once first.
 //
 // A table is guarded by its shard's lock.
 type table[K comparable] struct {
 	seed  maphash.Seed // the router's: a key's hash is maphash.Comparable(seed, key)
 	tags  []uint8      // per slot: empty, tomb, or the entry's tag (see tagOf)
 	nodes []*node[K]
-	live  int // entries
-	used  int // entries and tombstones
+	live  int          // entries, here and in old
+	used  int          // entries and tombstones in tags
+	old   *oldTable[K] // the slots a rebuild is moving entries out of, or nil
 }
+
+// oldTable is the slots of a table before its rebuild, whose entries are
+// being moved into the new ones: those of tags[next:] are still here.
+// Nothing is added to it; a remove of one of its entries leaves a
+// tombstone.
+type oldTable[K comparable] struct {
+	tags  []uint8
+	nodes []*node[K]
+	next  int // slots before it have been moved
+	live  int // entries still here
+}
+
+// moveStep is how many old slots each insert and remove moves (see table).
+const moveStep = 16
 
 const (
 	empty uint8 = 0
@@ -62,7 +83,10 @@ func tagOf(h uint64) uint8 {
 // len(t.tags) slots. The lowest bits pick the router shard (16 per P, so
 // fewer than homeShift bits for up to a million Ps), so every hash of one
 // shard has the same low bits: they are skipped.
-func (t *table[K]) home(h uint64) int { return int(h>>homeShift) & (len(t.tags) - 1) }
+func (t *table[K]) home(h uint64) int { return homeIn(h, len(t.tags)) }
+
+// homeIn is home in a table of size slots.
+func homeIn(h uint64, size int) int { return int(h>>homeShift) & (size - 1) }
 
 // homeShift is how many low bits of a hash home skips.
 const homeShift = 24
@@ -72,19 +96,40 @@ func (t *table[K]) find(h uint64, key K) *node[K] {
 	if t.live == 0 {
 		return nil
 	}
-	tag, mask := tagOf(h), len(t.tags)-1
-	for i := t.home(h); ; i = (i + 1) & mask {
-		switch g := t.tags[i]; {
+	if i := probe(t.tags, t.nodes, h, key); i >= 0 {
+		return t.nodes[i]
+	}
+	if o := t.old; o != nil {
+		if i := probe(o.tags, o.nodes, h, key); i >= 0 {
+			return o.nodes[i]
+		}
+	}
+	return nil
+}
+
+// probe returns the slot of tags and nodes where key, whose hash is h, is
+// filed, or -1.
+func probe[K comparable](tags []uint8, nodes []*node[K], h uint64, key K) int {
+	tag, mask := tagOf(h), len(tags)-1
+	if mask < 0 {
+		return -1
+	}
+	for i := homeIn(h, len(tags)); ; i = (i + 1) & mask {
+		switch g := tags[i]; {
 		case g == empty:
-			return nil
-		case g == tag && t.nodes[i].key == key:
-			return t.nodes[i]
+			return -1
+		case g == tag && nodes[i].key == key:
+			return i
 		}
 	}
 }
 
 // insert files n, whose key hashes to h and is not in t.
 func (t *table[K]) insert(h uint64, n *node[K]) {
+	t.move()
+	if t.old != nil && (t.used+t.old.live+1)*8 > len(t.tags)*7 {
+		t.finish() // the new slots would fill before the move ends (see rebuild)
+	}
 	if (t.used+1)*8 > len(t.tags)*7 {
 		t.rebuild(max(minTable, 2*nextPow2(t.live+1)))
 	}
@@ -107,8 +152,22 @@ func (t *table[K]) put(h uint64, n *node[K]) {
 
 // remove takes n, filed in t under n.key, out of t.
 func (t *table[K]) remove(n *node[K]) {
+	t.move()
+	h := maphash.Comparable(t.seed, n.key)
+	if o := t.old; o != nil {
+		if i := probe(o.tags, o.nodes, h, n.key); i >= 0 {
+			o.tags[i], o.nodes[i] = tomb, nil
+			o.live--
+			t.live--
+			if o.live == 0 {
+				t.old = nil
+			}
+			t.shrink()
+			return
+		}
+	}
 	mask := len(t.tags) - 1
-	i := t.home(maphash.Comparable(t.seed, n.key))
+	i := t.home(h)
 	for t.nodes[i] != n {
 		i = (i + 1) & mask
 	}
@@ -126,22 +185,67 @@ func (t *table[K]) remove(n *node[K]) {
 	} else {
 		t.tags[i] = tomb
 	}
+	t.shrink()
+}
+
+// shrink starts a rebuild into fewer slots if the live entries have
+// fallen to 1/8 of a table larger than minTable.
+func (t *table[K]) shrink() {
 	if len(t.tags) > minTable && t.live*8 < len(t.tags) {
 		t.rebuild(max(minTable, 2*nextPow2(t.live)))
 	}
 }
 
-// rebuild moves every entry into a fresh table of size slots (a power of
-// two, more than the live entries), dropping the tombstones.
+// rebuild starts moving every entry into fresh slots, size of them (a
+// power of two, at least twice the live entries), dropping the
+// tombstones: the current slots become old, whose entries the next
+// inserts and removes move (see table), moveStep slots each. A grown
+// table's new slots are filled to at most half when the rebuild starts,
+// and its old ones, at most 7/8 full of half as many slots, are all moved
+// after fewer inserts than would fill the new ones to 7/8; so are a shrunk
+// table's, whose new slots take four times the entries it has. A rebuild
+// under way is finished first.
 func (t *table[K]) rebuild(size int) {
-	tags, nodes := t.tags, t.nodes
-	t.tags, t.nodes = make([]uint8, size), make([]*node[K], size)
-	t.live, t.used = 0, 0
-	for i, g := range tags {
-		if g > tomb {
-			n := nodes[i]
+	t.finish()
+	if t.live == 0 {
+		t.tags, t.nodes, t.used = make([]uint8, size), make([]*node[K], size), 0
+		return
+	}
+	t.old = &oldTable[K]{tags: t.tags, nodes: t.nodes, live: t.live}
+	t.tags, t.nodes, t.used = make([]uint8, size), make([]*node[K], size), 0
+	t.move()
+}
+
+// move moves the entries of the next moveStep old slots, if a rebuild is
+// under way, and ends it once they are all moved.
+func (t *table[K]) move() {
+	if o := t.old; o != nil {
+		t.moveTo(min(len(o.tags), o.next+moveStep))
+	}
+}
+
+// finish moves every entry left in the old slots, if a rebuild is under
+// way.
+func (t *table[K]) finish() {
+	if o := t.old; o != nil {
+		t.moveTo(len(o.tags))
+	}
+}
+
+// moveTo moves the entries of the old slots up to end (t.old is set).
+func (t *table[K]) moveTo(end int) {
+	o := t.old
+	for ; o.next < end && o.live > 0; o.next++ {
+		if o.tags[o.next] > tomb {
+			n := o.nodes[o.next]
+			o.tags[o.next], o.nodes[o.next] = tomb, nil // the probes through it go on
+			o.live--
+			t.live--                                    // put counts it again
 			t.put(maphash.Comparable(t.seed, n.key), n) // filed: n.key is set
 		}
+	}
+	if o.live == 0 {
+		t.old = nil
 	}
 }
 
@@ -150,6 +254,13 @@ func (t *table[K]) each(f func(n *node[K])) {
 	for i, g := range t.tags {
 		if g > tomb {
 			f(t.nodes[i])
+		}
+	}
+	if o := t.old; o != nil {
+		for i := o.next; i < len(o.tags); i++ {
+			if o.tags[i] > tomb {
+				f(o.nodes[i])
+			}
 		}
 	}
 }

@@ -8,50 +8,74 @@ import (
 )
 
 // checkTable compares t with the model and checks its counts and its
-// invariant: every entry is reachable from its home without crossing an
-// empty slot, and at least one slot is empty.
+// invariant, in its slots and in the old slots of a rebuild under way:
+// every entry is reachable from its home without crossing an empty slot,
+// and at least one slot is empty.
 func checkTable(t *testing.T, tb *table[int], model map[int]*node[int], seed maphash.Seed) {
 	t.Helper()
 	if tb.live != len(model) {
 		t.Fatalf("live %d, want %d", tb.live, len(model))
 	}
-	used, seen := 0, 0
-	for i, g := range tb.tags {
-		if g != empty {
-			used++
-		}
-		if g <= tomb {
-			if tb.nodes[i] != nil {
-				t.Fatalf("slot %d is free (%d) but keeps a node", i, g)
-			}
-			continue
-		}
-		n := tb.nodes[i]
-		h := maphash.Comparable(seed, n.key)
-		if g != tagOf(h) {
-			t.Fatalf("slot %d: tag %d, want %d", i, g, tagOf(h))
-		}
-		for j := tb.home(h); j != i; j = (j + 1) & (len(tb.tags) - 1) {
-			if tb.tags[j] == empty {
-				t.Fatalf("key %d in slot %d is cut off from its home %d by empty slot %d", n.key, i, tb.home(h), j)
-			}
-		}
-		if model[n.key] != n {
-			t.Fatalf("key %d filed but not in the model", n.key)
-		}
-		seen++
+	seen := map[*node[int]]bool{}
+	used := checkSlots(t, "", tb.tags, tb.nodes, 0, model, seen, seed)
+	if used != tb.used {
+		t.Fatalf("used %d, counted %d", tb.used, used)
 	}
-	if seen != len(model) || used != tb.used {
-		t.Fatalf("entries %d (want %d), used %d (counted %d)", seen, len(model), used, tb.used)
+	if o := tb.old; o != nil {
+		before := len(seen)
+		checkSlots(t, "old ", o.tags, o.nodes, o.next, model, seen, seed)
+		if len(seen)-before != o.live || o.live == 0 {
+			t.Fatalf("old slots hold %d entries; live says %d (a rebuild ends once none is left)", len(seen)-before, o.live)
+		}
 	}
-	if len(tb.tags) > 0 && used == len(tb.tags) {
-		t.Fatal("no empty slot: a miss would probe for ever")
+	if len(seen) != len(model) {
+		t.Fatalf("entries %d, want %d", len(seen), len(model))
 	}
 	for k, n := range model {
 		if got := tb.find(maphash.Comparable(seed, k), k); got != n {
 			t.Fatalf("find(%d) = %p, want %p", k, got, n)
 		}
 	}
+}
+
+// checkSlots checks one set of slots for checkTable (those before from
+// must be free, moved) and returns how many are not empty.
+func checkSlots(t *testing.T, which string, tags []uint8, nodes []*node[int], from int,
+	model map[int]*node[int], seen map[*node[int]]bool, seed maphash.Seed) int {
+	t.Helper()
+	used := 0
+	for i, g := range tags {
+		if g != empty {
+			used++
+		}
+		if g <= tomb {
+			if nodes[i] != nil {
+				t.Fatalf("%sslot %d is free (%d) but keeps a node", which, i, g)
+			}
+			continue
+		}
+		if i < from {
+			t.Fatalf("%sslot %d was moved but still holds an entry", which, i)
+		}
+		n := nodes[i]
+		h := maphash.Comparable(seed, n.key)
+		if g != tagOf(h) {
+			t.Fatalf("%sslot %d: tag %d, want %d", which, i, g, tagOf(h))
+		}
+		for j := homeIn(h, len(tags)); j != i; j = (j + 1) & (len(tags) - 1) {
+			if tags[j] == empty {
+				t.Fatalf("%skey %d in slot %d is cut off from its home by empty slot %d", which, n.key, i, j)
+			}
+		}
+		if model[n.key] != n || seen[n] {
+			t.Fatalf("%skey %d filed but not in the model, or filed twice", which, n.key)
+		}
+		seen[n] = true
+	}
+	if len(tags) > 0 && used == len(tags) {
+		t.Fatalf("%sslots: none empty: a miss would probe for ever", which)
+	}
+	return used
 }
 
 // TestTableModel drives a table with random inserts, removes and misses
@@ -86,7 +110,7 @@ func TestTableModel(t *testing.T) {
 				}
 			}
 			maxLen = max(maxLen, len(tb.tags))
-			if step%997 == 0 {
+			if step%97 == 0 {
 				checkTable(t, &tb, model, seed)
 			}
 		}
@@ -174,9 +198,62 @@ func TestTableHomeSkipsShardBits(t *testing.T) {
 	}
 }
 
-// BenchmarkTableRebuild is one rebuild of a table of 100,000 string keys
-// (into a table of its size, so that it can be repeated): about the pause
-// a shard that size takes, under its lock, as it grows (see table).
+// TestTableMovesInSteps fills a table to 100,000 entries and drains it,
+// through every growth and shrinking, and checks that no insert or remove
+// moves more than moveStep old slots: a rebuild never runs to its end in
+// one call, as it once did (see table), unless its last entries are
+// within the call's step.
+func TestTableMovesInSteps(t *testing.T) {
+	const n = 100_000
+	seed := maphash.MakeSeed()
+	tb := table[int]{seed: seed}
+	nodes := make([]*node[int], n)
+	rebuilds := 0
+	check := func(op string, i int, f func()) {
+		o, next := tb.old, 0
+		last := -1 // the old slots' last entry
+		if o != nil {
+			next = o.next
+			for j := len(o.tags) - 1; j >= next; j-- {
+				if o.tags[j] > tomb {
+					last = j
+					break
+				}
+			}
+		}
+		f()
+		switch {
+		case o == nil:
+			if tb.old != nil {
+				rebuilds++
+			}
+		case tb.old == o:
+			if tb.old.next-next > moveStep {
+				t.Fatalf("%s %d moved %d old slots; want at most %d", op, i, tb.old.next-next, moveStep)
+			}
+		case last >= next+moveStep:
+			t.Fatalf("%s %d finished a rebuild with %d old slots left to move", op, i, last-next+1)
+		}
+	}
+	for i := range n {
+		nodes[i] = &node[int]{key: i}
+		check("insert", i, func() { tb.insert(maphash.Comparable(seed, i), nodes[i]) })
+	}
+	for i := range n {
+		check("remove", i, func() { tb.remove(nodes[i]) })
+	}
+	if tb.live != 0 || len(tb.tags) > minTable || tb.old != nil {
+		t.Fatalf("drained: live %d, %d slots, rebuild under way %v", tb.live, len(tb.tags), tb.old != nil)
+	}
+	if rebuilds < 15 {
+		t.Fatalf("%d rebuilds; want the growth and shrinking of 100,000 entries", rebuilds)
+	}
+}
+
+// BenchmarkTableRebuild is one whole rebuild of a table of 100,000 string
+// keys (into a table of its size, so that it can be repeated): the work
+// that the inserts and removes after a rebuild starts share, moveStep old
+// slots each, and that a shard that size once paused for (see table).
 func BenchmarkTableRebuild(b *testing.B) {
 	const n = 100_000
 	seed := maphash.MakeSeed()
@@ -188,5 +265,6 @@ func BenchmarkTableRebuild(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		tb.rebuild(len(tb.tags))
+		tb.finish()
 	}
 }
