@@ -18,7 +18,9 @@
 // few spare mailboxes, and its table (an open-addressing table of its own,
 // probed with the hash that picked the shard, one tag byte and one pointer
 // per slot) shrinks once a burst has drained: memory follows the keys that
-// are busy now, never the keys ever seen.
+// are busy now, never the keys ever seen. A table grows and shrinks, as a
+// Go map grows, in bounded steps: each insert and remove moves a few
+// entries to the new slots, so no call pays for the whole shard.
 //
 // One mailbox per shard may hold a fast hold: an uncontended Do that gives
 // its hold back in one atomic step, without the shard lock, when nobody came
