@@ -99,8 +99,8 @@ type Mailbox struct {
 // (MeasureService). A mailbox lives as long as its key is busy, so its size
 // is most of what a waiting key costs: the plain-only key, the common one,
 // does without these 96 bytes (a mailbox is 64, a router node with a
-// string key 80). It is made on the first need (Mailbox.more), or at Init for such a
-// runner, and stays with the mailbox when it is reused.
+// string key 80). It is made on the first need (Mailbox.more), or at Init
+// for such a runner, and stays with the mailbox when it is reused.
 type extra struct {
 	queue  list                  // FIFO of entries waiting for a hold
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any

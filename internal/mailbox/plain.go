@@ -32,8 +32,9 @@ import (
 
 // Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
 // (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
-// stamp (0 unless the runner tracks the oldest task), and RunPlain makes of them what the task needs (its context, say)
-// on the goroutine that runs it. Like Work.Run, RunPlain must not panic and
+// stamp (0 unless the runner tracks the oldest task), and RunPlain makes
+// of them what the task needs (its context, say) on the goroutine that
+// runs it. Like Work.Run, RunPlain must not panic and
 // must account for the task's end itself, including when fn calls
 // runtime.Goexit: then it does not return, and the mailbox ends the task as
 // after a return and hands the key to a fresh drive loop. Like Work.Settle,
@@ -65,8 +66,9 @@ type plainSlot struct {
 // and kept. The ring keeps the buffer as its first slot's address and the
 // log of its size, 9 bytes where a slice takes 24, and the running batch's
 // size in 16 bits (a batch takes at most maxCut slots): that keeps the
-// mailbox at 64 bytes, a router node with a string key at 80. It starts at one slot, since most keys have one task
-// waiting, and grows when full (see grown).
+// mailbox at 64 bytes, a router node with a string key at 80. The buffer
+// starts at one slot, since most keys have one task waiting, and grows
+// when full (see grown).
 //
 // The slots' stamps (when the owner accepted each, see OldestStamp) are
 // kept only on a runner that tracks the oldest task (TrackOldest), in a
@@ -129,7 +131,7 @@ func (q *plainRing) push(s plainSlot, stamp int64, st *[]int64) {
 	q.tail++
 }
 
-// stamp is the stamp of the slot at buf index k: 0 unless kept (st).
+// stampAt is the stamp of the slot at buffer index k: 0 unless kept (st).
 func stampAt(st *[]int64, k int) int64 {
 	if st == nil {
 		return 0
