@@ -25,12 +25,12 @@ import "hash/maphash"
 // A rebuild is incremental (a Go map, too, grows in bounded pieces): it
 // makes the new slots and keeps the old ones beside them (old), and every
 // insert and remove then moves the entries of the next moveStep old
-// slots, until none is left. A lookup that misses the new slots asks the old ones. So no
-// call pays for the whole table under the shard lock: moving all of a
-// shard of 100,000 keys at once takes about 5 ms on a 2-core VM
-// (BenchmarkTableRebuild), which was every one of its keys' pause. The new
-// slots are sized so that the move ends before they could fill (see
-// rebuild); if it has not, it is finished at once first.
+// slots, until none is left. A lookup that misses the new slots asks the
+// old ones. So no call pays for the whole table under the shard lock:
+// moving all of a shard of 100,000 keys at once takes 5–20 ms on this
+// project's 2-core VMs (BenchmarkTableRebuild), which was every one of its
+// keys' pause. The new slots are sized so that the move ends before they
+// could fill (see rebuild); if it has not, it is finished at once first.
 //
 // A table is guarded by its shard's lock.
 type table[K comparable] struct {
