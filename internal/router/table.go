@@ -30,7 +30,7 @@ import "hash/maphash"
 // moving all of a shard of 100,000 keys at once takes 5–20 ms on this
 // project's 2-core VMs (BenchmarkTableRebuild), which was every one of its
 // keys' pause. The new slots are sized so that the move ends before they
-// could fill (see rebuild); if it has not, it is finished at once first.
+// could fill (see rebuild); if it has not, insert finishes it first.
 //
 // A table is guarded by its shard's lock.
 type table[K comparable] struct {
@@ -127,13 +127,18 @@ func probe[K comparable](tags []uint8, nodes []*node[K], h uint64, key K) int {
 // insert files n, whose key hashes to h and is not in t.
 func (t *table[K]) insert(h uint64, n *node[K]) {
 	t.move()
-	if t.old != nil && (t.used+t.old.live+1)*8 > len(t.tags)*7 {
-		t.finish() // the new slots would fill before the move ends (see rebuild)
-	}
-	if (t.used+1)*8 > len(t.tags)*7 {
+	if (t.used+t.moving()+1)*8 > len(t.tags)*7 { // moving: they come here too
 		t.rebuild(max(minTable, 2*nextPow2(t.live+1)))
 	}
 	t.put(h, n)
+}
+
+// moving is how many entries a rebuild under way has still to move.
+func (t *table[K]) moving() int {
+	if t.old == nil {
+		return 0
+	}
+	return t.old.live
 }
 
 // put stores n in the first free slot of h's probe sequence; t has one.
@@ -152,20 +157,32 @@ func (t *table[K]) put(h uint64, n *node[K]) {
 
 // remove takes n, filed in t under n.key, out of t.
 func (t *table[K]) remove(n *node[K]) {
-	t.move()
 	h := maphash.Comparable(t.seed, n.key)
-	if o := t.old; o != nil {
-		if i := probe(o.tags, o.nodes, h, n.key); i >= 0 {
-			o.tags[i], o.nodes[i] = tomb, nil
-			o.live--
-			t.live--
-			if o.live == 0 {
-				t.old = nil
-			}
-			t.shrink()
-			return
-		}
+	if o := t.old; o != nil && o.take(h, n) {
+		t.live--
+	} else {
+		t.take(h, n)
 	}
+	t.move() // ends the rebuild if n was the last entry it had to move
+	if len(t.tags) > minTable && t.live*8 < len(t.tags) {
+		t.rebuild(max(minTable, 2*nextPow2(t.live)))
+	}
+}
+
+// take takes n out of the old slots if it is there, leaving a tombstone,
+// and reports whether it was.
+func (o *oldTable[K]) take(h uint64, n *node[K]) bool {
+	i := probe(o.tags, o.nodes, h, n.key)
+	if i < 0 {
+		return false
+	}
+	o.tags[i], o.nodes[i] = tomb, nil
+	o.live--
+	return true
+}
+
+// take takes n, whose key hashes to h, out of t's slots.
+func (t *table[K]) take(h uint64, n *node[K]) {
 	mask := len(t.tags) - 1
 	i := t.home(h)
 	for t.nodes[i] != n {
@@ -185,15 +202,6 @@ func (t *table[K]) remove(n *node[K]) {
 	} else {
 		t.tags[i] = tomb
 	}
-	t.shrink()
-}
-
-// shrink starts a rebuild into fewer slots if the live entries have
-// fallen to 1/8 of a table larger than minTable.
-func (t *table[K]) shrink() {
-	if len(t.tags) > minTable && t.live*8 < len(t.tags) {
-		t.rebuild(max(minTable, 2*nextPow2(t.live)))
-	}
 }
 
 // rebuild starts moving every entry into fresh slots, size of them (a
@@ -207,10 +215,6 @@ func (t *table[K]) shrink() {
 // under way is finished first.
 func (t *table[K]) rebuild(size int) {
 	t.finish()
-	if t.live == 0 {
-		t.tags, t.nodes, t.used = make([]uint8, size), make([]*node[K], size), 0
-		return
-	}
 	t.old = &oldTable[K]{tags: t.tags, nodes: t.nodes, live: t.live}
 	t.tags, t.nodes, t.used = make([]uint8, size), make([]*node[K], size), 0
 	t.move()
