@@ -152,11 +152,12 @@ func (m *Mailbox) more() *extra {
 // need one (a clock, TrackOldest or MeasureService): Init made it.
 func (m *Mailbox) made() *extra { return m.x.Load() }
 
-// stamps returns the plain ring's stamps if the runner keeps them
-// (TrackOldest: Init made the extra), else nil (locked).
+// stamps returns the plain ring's stamps if the runner keeps them, else
+// nil (locked): Init makes them, in the extra, only on a runner that
+// tracks the oldest task.
 func (m *Mailbox) stamps() *[]int64 {
-	if m.home.r.opt.TrackOldest {
-		return m.made().stamps
+	if x := m.x.Load(); x != nil {
+		return x.stamps
 	}
 	return nil
 }
