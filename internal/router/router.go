@@ -45,7 +45,7 @@ const maxSpares = 8
 // Mark says whether it is filed: in its shard's table under key (guarded
 // by the shard's lock). The mailbox names only its home, the shard, which
 // finds the node from the mailbox (nodeOf): a node is a key and a
-// mailbox, nothing else (96 bytes with a string key).
+// mailbox, nothing else (80 bytes with a string key).
 type node[K comparable] struct {
 	key K
 	mb  mailbox.Mailbox

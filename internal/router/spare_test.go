@@ -9,16 +9,22 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// TestSpares: while a shard has a live mailbox, the mailboxes of keys
-// that retire are kept as spares, up to maxSpares, and reused for new keys;
-// once nothing in the shard is live it keeps one.
-func TestSpares(t *testing.T) {
+// oneSlotRunner is a runner with one execution slot, stopped when t ends.
+func oneSlotRunner(t *testing.T) *mailbox.Runner {
 	pool := pond.NewPool(0)
 	r := mailbox.NewRunner(pool, 1, 4, mailbox.RunnerOptions{})
 	t.Cleanup(func() {
 		r.Wait()
 		pool.StopAndWait()
 	})
+	return r
+}
+
+// TestSpares: while a shard has a live mailbox, the mailboxes of keys
+// that retire are kept as spares, up to maxSpares, and reused for new keys;
+// once nothing in the shard is live it keeps one.
+func TestSpares(t *testing.T) {
+	r := oneSlotRunner(t)
 	rt := New[string](r, 0)
 	var ks []string // keys of shard 0
 	for i := 0; len(ks) < maxSpares+4; i++ {
@@ -64,12 +70,7 @@ func TestSpares(t *testing.T) {
 // the step back from the mailbox to its node), for key types whose size
 // puts the mailbox at different offsets.
 func TestNodeOf(t *testing.T) {
-	pool := pond.NewPool(0)
-	r := mailbox.NewRunner(pool, 1, 4, mailbox.RunnerOptions{})
-	t.Cleanup(func() {
-		r.Wait()
-		pool.StopAndWait()
-	})
+	r := oneSlotRunner(t)
 	t.Run("string", func(t *testing.T) {
 		checkNodeOf(t, New[string](r, 0), func(i int) string { return fmt.Sprint("k", i) })
 	})
