@@ -189,7 +189,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 	}
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
 	m.e, m.own = e, true
-	m.task.call = &m.submission
+	m.task.ops = &e.subOps
 	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.job, &m.ctx, m, true); err != nil {
 		return nil, err
 	}

@@ -267,7 +267,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 		return e.submitPlain(ctx, key, fn)
 	}
 	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
-	s.task.call = s
+	s.task.ops = &e.subOps
 	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, s, false); err != nil {
 		return nil, err
 	}

@@ -38,7 +38,8 @@ var (
 	ErrNoKeys = errors.New("perkey: no keys")
 	// ErrNilContext means ctx is nil.
 	ErrNilContext = errors.New("perkey: nil context")
-	// ErrNilTask means Wait was called on a nil *Task.
+	// ErrNilTask means Wait was called on a nil *Task, or on a zero Task
+	// that no Submit returned.
 	ErrNilTask = errors.New("perkey: nil task")
 	// ErrInvalidKey means a key can never be serialised: it is not equal to
 	// itself (a NaN, or a struct, array or interface value holding one), or

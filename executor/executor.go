@@ -42,6 +42,9 @@ type Executor[K comparable] struct {
 
 	jobs sync.Pool // of *job[K]; see job
 
+	// What the Tasks of Submit find their submissions with (see taskOps).
+	subOps, plainOps taskOps
+
 	// multiMu makes every multi-key enqueue one atomic step relative to the
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
@@ -170,6 +173,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
 		stopped: make(chan struct{})}
 	e.created = time.Now()
+	e.subOps, e.plainOps = subOps[K](), plainOps(e)
 	e.keyCheck = keyCheckOf[K]()
 	e.log = cfg.logger.WithOptions(zap.WrapCore(containCore)).Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {

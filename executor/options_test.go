@@ -121,6 +121,7 @@ func TestBadArguments(t *testing.T) {
 			return err
 		}, executor.ErrNilContext},
 		{"nil Task Wait", func() error { var task *executor.Task; return task.Wait(bg) }, executor.ErrNilTask},
+		{"zero Task Wait", func() error { var task executor.Task; return task.Wait(bg) }, executor.ErrNilTask},
 		{"Close nil ctx", func() error { return e.Close(nilCtx) }, executor.ErrNilContext},
 	}
 	for _, tt := range tests {
@@ -151,6 +152,14 @@ func TestBadArguments(t *testing.T) {
 		case <-task.Done():
 		default:
 			t.Errorf("(*Task)(nil).Done(): got an open channel; want a closed one")
+		}
+	})
+	t.Run("zero Task Done", func(t *testing.T) {
+		var task executor.Task
+		select {
+		case <-task.Done():
+		default:
+			t.Errorf("Task{}.Done(): got an open channel; want a closed one")
 		}
 	})
 	t.Run("HotKeys n<=0", func(t *testing.T) {

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -44,7 +45,7 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		j := &job[K]{core: core[K]{e: e, unread: true}}
 		return e.waitPlain(ctx, m, fn, j, &taskCtx[K]{parent: ctx, key: key}, j)
 	}
-	e.queuePlain(m, fn, ctx, nil)
+	e.queuePlain(m, fn, ctx)
 	return nil
 }
 
@@ -223,51 +224,63 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	}
 }
 
-// plainSub is what a plain Submit allocates, in one object: fn's ctx and
-// the caller's Task (96 bytes with a string key).
+// plainSub is what a plain Submit allocates, in one object: the caller's
+// Task and fn's ctx (80 bytes with a string key). A Wait from inside a task
+// finds a queued plainSub in its mailbox's queue by its address (see
+// plainAhead), so it keeps no position of its own.
 type plainSub[K comparable] struct {
-	ctx  taskCtx[K]
 	task Task
+	ctx  taskCtx[K]
 	err  error // fn's, or why it never ran; written before the Task ends
+}
 
-	// pos is the task's position in its mailbox's plain ring (see
-	// mailbox.PlainTail): a Wait from inside a task finds it there to check
-	// the wait for a cycle (plainAhead).
-	pos uint32
+// plainOf returns the plainSub whose Task t is.
+func plainOf[K comparable](t *Task) *plainSub[K] {
+	return outerOf[plainSub[K]](t, unsafe.Offsetof(plainSub[K]{}.task))
+}
+
+// plainOps are a plainSub's taskOps, for the executor e. A queued plain
+// Submit's ctx names no core yet (it gets its mailbox's as it runs: see
+// plainTask), so a Wait reaches e through the ops.
+func plainOps[K comparable](e *Executor[K]) taskOps {
+	return taskOps{
+		result: func(t *Task) error { return plainOf[K](t).err },
+		beforeWait: func(t *Task, ctx context.Context) (func(), error) {
+			s := plainOf[K](t)
+			if s.ctx.ended() {
+				return noop, nil
+			}
+			return e.checkWait(ctx, s.ctx.key, waitee[K]{p: s})
+		},
+	}
 }
 
 // submitPlain is Submit for a plain task.
 func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
-	s := &plainSub[K]{ctx: taskCtx[K]{parent: ctx, key: key}}
-	s.task.call = s
+	s := &plainSub[K]{task: Task{ops: &e.plainOps}, ctx: taskCtx[K]{parent: ctx, key: key}}
 	m, wait, err := e.admit(ctx, key, nil)
 	switch {
 	case err != nil:
 		return nil, err
 	case wait:
 		sub := &submission[K]{job: job[K]{core: core[K]{e: e}}}
-		sub.task.call = sub
+		sub.task.ops = &e.subOps
 		sub.ctx.parent, sub.ctx.key = ctx, key
 		if err := e.waitPlain(ctx, m, fn, &sub.job, &sub.ctx, sub); err != nil {
 			return nil, err
 		}
 		return &sub.task, nil
 	}
-	s.pos = m.PlainTail()
-	e.queuePlain(m, fn, s, &s.ctx)
+	e.queuePlain(m, fn, s)
 	return &s.task, nil
 }
 
 // queuePlain queues fn as a plain task on m (locked by admit), with arg
-// for plainRunner (a Go's caller ctx, or a Submit's plainSub, whose ctx is
-// c), and unlocks m. A Submit's ctx gets the mailbox's plain core now
-// (a Wait on its Task reads the ctx's executor there); a Go's is made as
-// it runs, and the core with the mailbox's first batch (NewAux), so that a
-// key with a Go waiting does not pay for one.
-func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, c *taskCtx[K]) {
-	if c != nil {
-		c.j = e.plainCore(m)
-	}
+// for plainRunner (a Go's caller ctx, or a Submit's plainSub), and unlocks
+// m. The task's ctx gets the mailbox's plain core as it runs (plainTask),
+// and the mailbox gets its core with its first batch (NewAux), so that a
+// key with a task waiting does not pay for one.
+func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any) {
 	e.submitted.Add(1)
 	var at int64
 	if e.ages {
@@ -363,10 +376,12 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 
 // plainTask returns the ctx and the result of the plain task that
 // queuePlain queued on m with arg, as it runs or a giving-up Close ends
-// it: a Submit's are in its plainSub; a Go has no result, and its ctx is
-// made now (goCtx).
+// it: a Submit's are in its plainSub, whose ctx gets m's plain core now; a
+// Go has no result, and its ctx is made now (goCtx). Either way m has its
+// core by then (see goCtx).
 func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *error) {
 	if s, ok := arg.(*plainSub[K]); ok {
+		s.ctx.j = m.Aux().(*core[K]) // before anything reads it: fn has not seen the ctx
 		return &s.ctx, &s.err
 	}
 	return e.goCtx(m, arg.(context.Context)), nil // queuePlain queues no other arg
@@ -393,8 +408,6 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], result *error, fn func(context.Con
 	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, result, ErrGoexit, Failed, start) })
 	e.plainEnded(c, result, err, outcome, start)
 }
-
-func (s *plainSub[K]) result() error { return s.err }
 
 // plainEnded accounts for a plain task (with context c, and result as for
 // runPlain) whose fn ended with err, and gives back its reservation once
@@ -439,15 +452,6 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
 	e.plainAbandoned(c, result, ErrClosed)
 }
 
-// beforeWait implements taskCall's, as a submission's does (see
-// checkWait).
-func (s *plainSub[K]) beforeWait(ctx context.Context) (func(), error) {
-	if s.ctx.ended() {
-		return noop, nil
-	}
-	return s.ctx.j.e.checkWait(ctx, s.ctx.key, waitee[K]{p: s}) // a plain core names the executor for good
-}
-
 // plainAhead finds the plain Submit s in its mailbox: it reports whether s
 // has not ended (live) and whether it still waits in the queue (queued);
 // if so it calls f, with the mailbox locked, for each multi-key task that
@@ -465,9 +469,10 @@ func (e *Executor[K]) plainAhead(s *plainSub[K], f func(o *mailbox.Turn)) (live,
 	if s.ctx.ended() {
 		return false, false
 	}
-	if !m.PlainQueued(s.pos) {
+	pos, queued := m.PlainPos(s)
+	if !queued {
 		return true, false
 	}
-	m.EachManyAheadPlain(s.pos, f)
+	m.EachManyAheadPlain(pos, f)
 	return true, true
 }

@@ -4,12 +4,13 @@ import (
 	"context"
 	"sync/atomic"
 	"time"
+	"unsafe"
 )
 
 // Task is an accepted asynchronous submission (see Submit).
 type Task struct {
-	w    atomic.Pointer[waiters] // made on demand by Done; ended once the task ended
-	call taskCall                // the submission: its result and re-entry checks
+	w   atomic.Pointer[waiters] // made on demand by Done; ended once the task ended
+	ops *taskOps                // how to reach the submission the Task is part of
 }
 
 // waiters is the channel a Task closes when it ends.
@@ -18,18 +19,30 @@ type waiters struct{ ch chan struct{} }
 // ended marks a Task that ended before anyone asked Done.
 var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(c); return c }()}
 
-// taskCall is the submission behind a Task.
-type taskCall interface {
+// taskOps is how a Task reaches the submission it is part of: a Task is
+// always a field of one (a submission, or a plain Submit's plainSub), at
+// a fixed offset, and each op steps back from the Task to it (see subOf,
+// plainOf). An executor keeps one taskOps per kind. One pointer, where an
+// interface would take two words, keeps a plain Submit's object at 80
+// bytes.
+type taskOps struct {
 	// result is fn's error, or why the task never ran; read once it ended.
-	result() error
+	result func(t *Task) error
 	// beforeWait checks re-entry and lends the waiter's slot for Wait.
-	beforeWait(ctx context.Context) (after func(), err error)
+	beforeWait func(t *Task, ctx context.Context) (after func(), err error)
+}
+
+// outerOf returns the T whose field at offset off is t. Every Task is made
+// as such a field (see taskOps), so the result lies inside t's allocation.
+func outerOf[T any](t *Task, off uintptr) *T {
+	return (*T)(unsafe.Add(unsafe.Pointer(t), -int(off)))
 }
 
 // Done returns a channel that is closed when the task has ended: fn returned
 // or panicked, or the task will never run. By then Stats account for it.
+// A nil Task's, or a zero one's that no Submit returned, is closed.
 func (t *Task) Done() <-chan struct{} {
-	if t == nil {
+	if t == nil || t.ops == nil {
 		return ended.ch
 	}
 	if w := t.w.Load(); w != nil {
@@ -50,18 +63,19 @@ func (t *Task) Done() <-chan struct{} {
 // key the calling task holds, Wait returns ErrReentrant instead of
 // deadlocking; called from inside a task, it returns ErrDeadlock if the
 // wait would close a cycle of tasks waiting for each other's keys. In both
-// cases the task is unaffected. A nil Task gives ErrNilTask.
+// cases the task is unaffected. A nil Task, or a zero one that no Submit
+// returned, gives ErrNilTask.
 func (t *Task) Wait(ctx context.Context) error {
-	if t == nil {
+	if t == nil || t.ops == nil {
 		return ErrNilTask
 	}
 	if ctx == nil {
 		return ErrNilContext
 	}
 	if t.w.Load() == ended {
-		return t.call.result()
+		return t.ops.result(t)
 	}
-	after, err := t.call.beforeWait(ctx)
+	after, err := t.ops.beforeWait(t, ctx)
 	if err != nil {
 		return err
 	}
@@ -69,11 +83,11 @@ func (t *Task) Wait(ctx context.Context) error {
 	done := ctx.Done()
 	if done == nil {
 		<-t.Done() // ctx never ends: a plain receive is cheaper than a select
-		return t.call.result()
+		return t.ops.result(t)
 	}
 	select {
 	case <-t.Done():
-		return t.call.result()
+		return t.ops.result(t)
 	case <-done:
 		return ctx.Err()
 	}
@@ -94,7 +108,18 @@ type submission[K comparable] struct {
 	task Task
 }
 
-func (s *submission[K]) result() error { return s.err }
+// subOf returns the submission whose Task t is.
+func subOf[K comparable](t *Task) *submission[K] {
+	return outerOf[submission[K]](t, unsafe.Offsetof(submission[K]{}.task))
+}
+
+// subOps are a submission's taskOps.
+func subOps[K comparable]() taskOps {
+	return taskOps{
+		result:     func(t *Task) error { return subOf[K](t).err },
+		beforeWait: func(t *Task, ctx context.Context) (func(), error) { return subOf[K](t).beforeWait(ctx) },
+	}
+}
 
 // Settle ends the task (mailbox.Work), then its Task: by then the result
 // is written and Stats account for it.
@@ -106,7 +131,7 @@ func (s *submission[K]) Settle() {
 // noop is the after function of a Wait that has nothing to undo.
 func noop() {}
 
-// beforeWait implements taskCall's (see checkWait). A task that has run
+// beforeWait is a submission's taskOps.beforeWait (see checkWait). A task that has run
 // (or never will) needs no check.
 func (s *submission[K]) beforeWait(ctx context.Context) (func(), error) {
 	if s.ctx.ended() {

@@ -27,8 +27,8 @@ import (
 // one's hold is timed like any (HeldSince); what reads Turns (Each, Head,
 // Oldest) does not: an owner queues plain tasks only where it needs none of
 // those for them (see TakePlain for Close). An owner that must find one
-// again while it waits (to check a wait on it for a cycle) records its
-// position (PlainTail) and asks PlainQueued and EachManyAheadPlain.
+// again while it waits (to check a wait on it for a cycle) asks PlainPos
+// for its position, by its arg, then EachManyAheadPlain.
 
 // Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
 // (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
@@ -330,19 +330,25 @@ func (m *Mailbox) clearHeld() {
 	}
 }
 
-// PlainTail is the position the next plain task queued on m takes
-// (locked): EnqueuePlain queues it there. An owner that must find a plain
-// task again while it waits (see PlainQueued) records it.
-func (m *Mailbox) PlainTail() uint32 { return m.plain.tail }
-
-// PlainQueued reports whether the plain task queued at pos still waits in
-// m's queue (locked); false once a drive loop took it into a batch (it runs
-// or is about to) or TakePlain took it out. It means something only while
-// that task has not ended: until then m is its mailbox.
-func (m *Mailbox) PlainQueued(pos uint32) bool { return int32(pos-m.plain.taken) >= 0 }
+// PlainPos finds the plain task queued with arg (compared with ==) in m's
+// queue (locked): it reports whether the task still waits there, and if
+// so its position, as EachManyAheadPlain takes it. It is false once a drive
+// loop took the task into a batch (it runs or is about to) or TakePlain
+// took it out. It looks at each waiting slot in turn, so it costs the
+// length of the key's queue; the owner keeps no position per task.
+func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
+	q := &m.plain
+	buf := q.buf()
+	for i := range q.queued() {
+		if buf[q.at(int(q.cut)+i)].arg == arg {
+			return q.taken + uint32(i), true
+		}
+	}
+	return 0, false
+}
 
 // EachManyAheadPlain is EachManyAhead for the plain task queued at pos,
-// which must still wait (PlainQueued): it calls f for each multi-key task
+// which must still wait (PlainPos): it calls f for each multi-key task
 // that holds m or is queued ahead of that task (locked).
 func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 	// An entry goes ahead of the slot at pos if at most pos slots were

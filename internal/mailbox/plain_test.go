@@ -323,6 +323,59 @@ func TestTakePlain(t *testing.T) {
 	}
 }
 
+// TestPlainPos: PlainPos finds each plain task still waiting at the
+// position it was queued at (the count of plain tasks queued before it),
+// with the ring's head moved on by tasks that ran and a Turn queued among
+// them; a task in the running batch, one taken out and an arg never queued
+// are not waiting.
+func TestPlainPos(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	for id := range 3 { // move the ring's head on
+		wait(t, "an early plain task", b.plain(id, &log, nil).done)
+	}
+	r.Wait()
+	head := b.plain(3, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	wait(t, "the gated plain task to start", head.started) // a batch of one
+	var ps []*plainWork
+	for id := 4; id < 12; id++ {
+		if id == 7 {
+			b.submit(newWork(id, &log))
+			continue
+		}
+		ps = append(ps, b.plain(id, &log, nil))
+	}
+	b.m.Lock()
+	if _, queued := b.m.PlainPos(head); queued {
+		t.Errorf("PlainPos(running task): queued")
+	}
+	if _, queued := b.m.PlainPos(new(plainWork)); queued {
+		t.Errorf("PlainPos(never queued): queued")
+	}
+	for i, p := range ps {
+		pos, queued := b.m.PlainPos(p)
+		if want := uint32(4 + i); !queued || pos != want {
+			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
+		}
+	}
+	taken := b.m.TakePlain()
+	for i, p := range ps {
+		if _, queued := b.m.PlainPos(p); queued {
+			t.Errorf("PlainPos(plain task %d) after TakePlain: queued", i)
+		}
+	}
+	b.m.Release()
+	for range taken {
+		b.m.DonePlain()
+	}
+	close(head.gate)
+	r.Wait()
+	if got := log.get(); !slices.Equal(got, []int{0, 1, 2, 3, 7}) {
+		t.Errorf("run order %v; want [0 1 2 3 7]", got)
+	}
+}
+
 // TestPlainAheadOfShared: with a plain task queued and nothing holding the
 // mailbox (its drive loop waits for the only slot, busy on another key), a
 // shared task queued behind it does not join a shared group, and nothing
