@@ -247,10 +247,7 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 		result: func(t *Task) error { return plainOf[K](t).err },
 		beforeWait: func(t *Task, ctx context.Context) (func(), error) {
 			s := plainOf[K](t)
-			if s.ctx.ended() {
-				return noop, nil
-			}
-			return e.checkWait(ctx, s.ctx.key, waitee[K]{p: s})
+			return e.checkWait(ctx, &s.ctx, waitee[K]{p: s})
 		},
 	}
 }

@@ -116,8 +116,11 @@ func subOf[K comparable](t *Task) *submission[K] {
 // subOps are a submission's taskOps.
 func subOps[K comparable]() taskOps {
 	return taskOps{
-		result:     func(t *Task) error { return subOf[K](t).err },
-		beforeWait: func(t *Task, ctx context.Context) (func(), error) { return subOf[K](t).beforeWait(ctx) },
+		result: func(t *Task) error { return subOf[K](t).err },
+		beforeWait: func(t *Task, ctx context.Context) (func(), error) {
+			s := subOf[K](t)
+			return s.e.checkWait(ctx, &s.ctx, waitee[K]{t: &s.turn})
+		},
 	}
 }
 
@@ -131,22 +134,18 @@ func (s *submission[K]) Settle() {
 // noop is the after function of a Wait that has nothing to undo.
 func noop() {}
 
-// beforeWait is a submission's taskOps.beforeWait (see checkWait). A task that has run
-// (or never will) needs no check.
-func (s *submission[K]) beforeWait(ctx context.Context) (func(), error) {
-	if s.ctx.ended() {
-		return noop, nil
-	}
-	return s.e.checkWait(ctx, s.ctx.key, waitee[K]{t: &s.turn})
-}
-
-// checkWait is a Task's beforeWait for a task of key that has not ended,
-// the wait being on on. From inside a task (ctx), it refuses a wait on a
+// checkWait is a Task's beforeWait for the task whose ctx is c, the wait
+// being on on; a task that has ended needs no check. From inside a task
+// (ctx), it refuses a wait on a
 // key the waiting task holds, one on a task queued behind a DoMany that
 // waits for a key the waiting task holds (neither could ever go first: see
 // waitsOnCaller), and one that would close a cycle; it lends the waiting
 // task's slot for the wait, which after gives back.
-func (e *Executor[K]) checkWait(ctx context.Context, key K, on waitee[K]) (after func(), err error) {
+func (e *Executor[K]) checkWait(ctx context.Context, c *taskCtx[K], on waitee[K]) (after func(), err error) {
+	if c.ended() {
+		return noop, nil
+	}
+	key := c.key
 	outer := e.innermost(ctx)
 	if outer == nil {
 		return noop, nil
@@ -189,8 +188,9 @@ type taskCtx[K comparable] struct {
 	parent context.Context
 	key    K // a single-key task's (a multi-key task's are its job's)
 
-	// j is the task's job, set before the context is shared and never
-	// changed. It is the task's only while the context has not ended:
+	// j is the task's job, set before fn or a nested call can read it and
+	// never changed (a plain Submit's as it starts: until then a Wait on its
+	// Task reads only its key and whether it ended). It is the task's only while the context has not ended:
 	// after that the job may be recycled, so a context that has ended
 	// never reads it again (see live). A reader that found the context
 	// live may go on using what a job keeps for good (j.e) and, while its
