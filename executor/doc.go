@@ -123,8 +123,10 @@
 // without stripes: nothing can withdraw such a task, so it waits as a 24-byte
 // slot in its key's ring of plain tasks, reused from one task to the next, and
 // its ctx is made only as it starts, by the worker that runs it (a waiting Go
-// costs no ctx), and is its own allocation. Such a Submit allocates one 80-byte
-// object, its ctx and the Task it returns (which is the caller's to keep). With
+// costs no ctx), and is its own allocation. Such a Submit allocates one 64-byte
+// object, its ctx and the Task it returns (which is the caller's to keep);
+// only if the task fails does its Task also make its waiters, to keep the
+// error. With
 // a ctx that can end, a Go allocates one 208-byte object (the task and its
 // ctx), a Submit one of 224 bytes (with its Task), and each also the watch of
 // its ctx (context.AfterFunc: three small objects), which withdraws the task at

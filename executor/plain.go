@@ -225,13 +225,14 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 }
 
 // plainSub is what a plain Submit allocates, in one object: the caller's
-// Task and fn's ctx (80 bytes with a string key). A Wait from inside a task
-// finds a queued plainSub in its mailbox's queue by its address (see
-// plainAhead), so it keeps no position of its own.
+// Task and fn's ctx (64 bytes with a string key). It keeps no result: fn's
+// error, or why it never ran, goes to the Task's waiters (Task.fail), made
+// only for a task that fails. A Wait from inside a task finds a queued
+// plainSub in its mailbox's queue by its address (see plainAhead), so it
+// keeps no position of its own.
 type plainSub[K comparable] struct {
 	task Task
 	ctx  taskCtx[K]
-	err  error // fn's, or why it never ran; written before the Task ends
 }
 
 // plainOf returns the plainSub whose Task t is.
@@ -244,7 +245,7 @@ func plainOf[K comparable](t *Task) *plainSub[K] {
 // plainTask), so a Wait reaches e through the ops.
 func plainOps[K comparable](e *Executor[K]) taskOps {
 	return taskOps{
-		result: func(t *Task) error { return plainOf[K](t).err },
+		result: func(t *Task) error { return t.w.Load().err }, // nil for ended
 		beforeWait: func(t *Task, ctx context.Context) (func(), error) {
 			s := plainOf[K](t)
 			return e.checkWait(ctx, &s.ctx, waitee[K]{p: s})
@@ -354,8 +355,8 @@ type plainRunner[K comparable] Executor[K]
 // RunPlain runs a plain task's fn (mailbox.Plain).
 func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64) {
 	e := (*Executor[K])(p)
-	c, result := e.plainTask(m, arg)
-	e.runPlain(c, result, fn, stamp)
+	c, t := e.plainTask(m, arg)
+	e.runPlain(c, t, fn, stamp)
 }
 
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
@@ -371,15 +372,15 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 	}
 }
 
-// plainTask returns the ctx and the result of the plain task that
+// plainTask returns the ctx and the Task of the plain task that
 // queuePlain queued on m with arg, as it runs or a giving-up Close ends
 // it: a Submit's are in its plainSub, whose ctx gets m's plain core now; a
-// Go has no result, and its ctx is made now (goCtx). Either way m has its
+// Go has no Task, and its ctx is made now (goCtx). Either way m has its
 // core by then (see goCtx).
-func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *error) {
+func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *Task) {
 	if s, ok := arg.(*plainSub[K]); ok {
 		s.ctx.j = m.Aux().(*core[K]) // before anything reads it: fn has not seen the ctx
-		return &s.ctx, &s.err
+		return &s.ctx, &s.task
 	}
 	return e.goCtx(m, arg.(context.Context)), nil // queuePlain queues no other arg
 }
@@ -393,37 +394,37 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context) *taskCtx
 
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's,
 // then gives back the task's reservation, since no Settle follows a plain
-// task. result receives fn's error (a Submit's); if it is nil (a Go's), a
-// failure goes to the error handler. The task's ctx never ends: only a
+// task. The Task t (a Submit's) receives fn's error; if it is nil (a
+// Go's), a failure goes to the error handler. The task's ctx never ends: only a
 // giving-up Close keeps it from running.
-func (e *Executor[K]) runPlain(c *taskCtx[K], result *error, fn func(context.Context) error, stamp int64) {
+func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
 	if e.force.Err() != nil {
 		defer e.releasePlain() // after the callbacks, even if one calls runtime.Goexit
-		e.plainAbandoned(c, result, ErrClosed)
+		e.plainAbandoned(c, t, ErrClosed)
 		return
 	}
-	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, result, ErrGoexit, Failed, start) })
-	e.plainEnded(c, result, err, outcome, start)
+	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
+	e.plainEnded(c, t, err, outcome, start)
 }
 
-// plainEnded accounts for a plain task (with context c, and result as for
+// plainEnded accounts for a plain task (with context c, and Task t as for
 // runPlain) whose fn ended with err, and gives back its reservation once
 // the callbacks have heard of it, even if one calls runtime.Goexit.
-func (e *Executor[K]) plainEnded(c *taskCtx[K], result *error, err error, outcome Outcome, start time.Time) {
-	if result != nil {
-		*result = err
+func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outcome, start time.Time) {
+	if t != nil {
+		t.fail(err) // before the callbacks: one may never return
 	}
 	defer e.releasePlain()
-	e.finished(c, nil, result == nil, err, outcome, start)
+	e.finished(c, nil, t == nil, err, outcome, start)
 }
 
-// plainAbandoned accounts for a plain task (with context c, and result as
+// plainAbandoned accounts for a plain task (with context c, and Task t as
 // for runPlain) that will never run, because of err.
-func (e *Executor[K]) plainAbandoned(c *taskCtx[K], result *error, err error) {
-	if result != nil {
-		*result = err
+func (e *Executor[K]) plainAbandoned(c *taskCtx[K], t *Task, err error) {
+	if t != nil {
+		t.fail(err)
 	}
-	e.abandoned(c, nil, result == nil, err)
+	e.abandoned(c, nil, t == nil, err)
 }
 
 // releasePlain gives back an ended plain task's reservation, unless the
@@ -445,8 +446,8 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
 		e.unreserve()
 		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
-	c, result := e.plainTask(m, arg)
-	e.plainAbandoned(c, result, ErrClosed)
+	c, t := e.plainTask(m, arg)
+	e.plainAbandoned(c, t, ErrClosed)
 }
 
 // plainAhead finds the plain Submit s in its mailbox: it reports whether s

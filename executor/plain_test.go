@@ -453,3 +453,65 @@ func afterGiveUp(t *testing.T, e *executor.Executor[string], release chan<- stru
 		t.Fatalf("second Close: got %v; want nil", err)
 	}
 }
+
+// TestPlainSubmitResult: a plain Submit's Task keeps fn's error whenever
+// its waiters are made: by Done before the task runs, by Done or Wait
+// racing with its end, or not until after it ended (a failing task makes
+// them itself). Tasks alternate between success and distinct errors, so a
+// result read from the wrong place, or lost, shows.
+func TestPlainSubmitResult(t *testing.T) {
+	const keys, per = 4, 64
+	e := newExec[int](t, executor.WithWorkers(keys)) // a blocker on every key runs at once
+	bg := context.Background()
+	for round := range 20 {
+		var gates []*gate
+		for k := range keys {
+			g, _ := block(t, e, k)
+			gates = append(gates, g)
+		}
+		type sub struct {
+			task *executor.Task
+			want error
+		}
+		subs := make([]sub, 0, keys*per)
+		for i := range keys * per {
+			var want error
+			if i%2 == 1 {
+				want = fmt.Errorf("round %d task %d", round, i)
+			}
+			task, err := e.Submit(bg, i%keys, func(context.Context) error { return want })
+			if err != nil {
+				t.Fatal(err)
+			}
+			subs = append(subs, sub{task, want})
+		}
+		// A third ask Done while queued; a third are waited for while
+		// they run; the rest only once all have ended.
+		for i := 0; i < len(subs); i += 3 {
+			_ = subs[i].task.Done()
+		}
+		var wg sync.WaitGroup
+		results := make([]error, len(subs))
+		for i := 1; i < len(subs); i += 3 {
+			wg.Go(func() { results[i] = subs[i].task.Wait(bg) })
+		}
+		for _, g := range gates {
+			g.open()
+		}
+		waitAll(t, &wg)
+		waitIdle(t, e)
+		for i, s := range subs {
+			if i%3 != 1 {
+				_, results[i] = attempt(t, fmt.Sprint("Wait ", i), func() error { return s.task.Wait(bg) })
+			}
+			if results[i] != s.want {
+				t.Fatalf("round %d, task %d: Wait = %v; want %v", round, i, results[i], s.want)
+			}
+			select {
+			case <-s.task.Done():
+			default:
+				t.Fatalf("round %d, task %d: Done not closed after Wait returned", round, i)
+			}
+		}
+	}
+}

@@ -13,8 +13,12 @@ type Task struct {
 	ops *taskOps                // how to reach the submission the Task is part of
 }
 
-// waiters is the channel a Task closes when it ends.
-type waiters struct{ ch chan struct{} }
+// waiters is the channel a Task closes when it ends and, for a plain
+// Submit that failed, the task's result (see Task.fail).
+type waiters struct {
+	ch  chan struct{}
+	err error // written before ch is closed, never after
+}
 
 // ended marks a Task that ended before anyone asked Done.
 var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(c); return c }()}
@@ -23,7 +27,7 @@ var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(
 // always a field of one (a submission, or a plain Submit's plainSub), at
 // a fixed offset, and each op steps back from the Task to it (see subOf,
 // plainOf). An executor keeps one taskOps per kind. One pointer, where an
-// interface would take two words, keeps a plain Submit's object at 80
+// interface would take two words, keeps a plain Submit's object at 64
 // bytes.
 type taskOps struct {
 	// result is fn's error, or why the task never ran; read once it ended.
@@ -93,10 +97,25 @@ func (t *Task) Wait(ctx context.Context) error {
 	}
 }
 
-// end wakes every waiter; the result is written by then.
+// end wakes every waiter; the result is written by then. It is called
+// once.
 func (t *Task) end() {
-	if w := t.w.Swap(ended); w != nil {
-		close(w.ch)
+	if !t.w.CompareAndSwap(nil, ended) {
+		close(t.w.Load().ch) // made by Done, or by fail
+	}
+}
+
+// fail records err, if not nil, as the result of a plain Submit that has
+// not ended yet (a plainSub keeps no result of its own, so that only a
+// task that fails pays for one: its waiters, made now if Done has not made
+// them). Waiters read it once end has closed the channel.
+func (t *Task) fail(err error) {
+	if err == nil {
+		return
+	}
+	w := &waiters{ch: make(chan struct{}), err: err}
+	if !t.w.CompareAndSwap(nil, w) {
+		t.w.Load().err = err // Done made them: nobody reads err before end
 	}
 }
 
