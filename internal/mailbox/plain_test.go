@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -710,4 +711,40 @@ func TestFastHoldRevoked(t *testing.T) {
 	wait(t, "the hold to be given back", given)
 	wait(t, "the task queued behind the revoked hold", p.done)
 	waitIdle(t, b) // idle: nothing pending
+}
+
+// TestPlainRingKeepsNothing: once plain tasks have run, nothing the
+// mailbox keeps holds their args alive: not the ring they were queued in
+// (which grew while a batch read its first buffer, and shrank as it
+// drained), though the mailbox itself lives on.
+func TestPlainRingKeepsNothing(t *testing.T) {
+	r := newRunner(t, 1, 8)
+	b := newBox(r)
+	var log runLog
+	first := b.plain(0, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	wait(t, "the first plain task to start", first.started)
+	var refs []weak.Pointer[plainWork]
+	var last *plainWork
+	for id := 1; id < 3000; id++ { // grows the ring the running batch reads
+		last = b.plain(id, &log, nil)
+		refs = append(refs, weak.Make(last))
+	}
+	close(first.gate)
+	wait(t, "the last plain task", last.done)
+	r.Wait()
+	last = nil
+	runtime.GC() // one cycle: a sync.Pool still holds what it was given
+	alive := 0
+	for _, w := range refs {
+		if w.Value() != nil {
+			alive++
+		}
+	}
+	if alive > 0 {
+		t.Errorf("%d of %d plain tasks' args still reachable after they ran", alive, len(refs))
+	}
+	if got := log.get(); !slices.Equal(got, seq(3000)) {
+		t.Fatalf("run order wrong: %d tasks ran", len(got))
+	}
+	runtime.KeepAlive(b)
 }
