@@ -43,12 +43,17 @@
 //
 //   - UncontendedDo: one goroutine, one idle key: the fixed cost of a call.
 //   - HotKey: 8 goroutines (b.SetParallelism) calling Do on one key.
-//   - SubmitThroughput/keys=N: 8 producers submit tasks round-robin over N
-//     keys and wait for all of them; perkey uses Submit (fire and forget) with
-//     WithWorkers(GOMAXPROCS). One b.N iteration is one task (the batch scales
-//     with b.N instead of being fixed at 1,000,000, which the default
-//     -benchtime=1s reaches anyway on fast paths), so ns/op is per task and
-//     tasks/s is b.N over the wall time.
+//   - SubmitThroughput/keys=N: 8 producers submit 1,000,000 tasks
+//     round-robin over N keys and wait for all of them, on a fresh
+//     implementation; perkey uses Submit (perkey-go: Go) with
+//     WithWorkers(GOMAXPROCS). One b.N iteration is one such burst, so ns/op,
+//     B/op and allocs/op are per burst; ns/task, B/task and allocs/task are
+//     per task, and tasks/s is the tasks over the bursts' wall time. The
+//     burst is fixed, not b.N tasks, because perkey's queues are unbounded
+//     (unless a per-key cap is set) and the producers outrun the workers:
+//     with b.N tasks, the backlog perkey holds, and the collector scans,
+//     would grow with whatever b.N the benchmark settles on, where the
+//     actor's 64-slot channels make its producers wait instead.
 //   - Scaling64Producers: as SubmitThroughput over 100,000 keys, but 64
 //     producers calling Do synchronously.
 //   - Stripes: 8 goroutines calling Do over 100,000 keys: perkey in striped
