@@ -108,14 +108,17 @@ func (t *Task) end() {
 // fail records err, if not nil, as the result of a plain Submit that has
 // not ended yet (a plainSub keeps no result of its own, so that only a
 // task that fails pays for one: its waiters, made now if Done has not made
-// them). Waiters read it once end has closed the channel.
+// them). Waiters read it once end has closed the channel. The executor
+// calls fail before end; a Task that has ended keeps its result.
 func (t *Task) fail(err error) {
 	if err == nil {
 		return
 	}
 	w := &waiters{ch: make(chan struct{}), err: err}
 	if !t.w.CompareAndSwap(nil, w) {
-		t.w.Load().err = err // Done made them: nobody reads err before end
+		if w = t.w.Load(); w != ended {
+			w.err = err // Done made them: nobody reads err before end
+		}
 	}
 }
 
