@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -49,6 +50,8 @@ func TestHeapPerTask(t *testing.T) {
 	cancelable, cancel := context.WithCancel(bg)
 	defer cancel()
 	nop := func(context.Context) error { return nil }
+	errFailed := errors.New("failed")
+	fail := func(context.Context) error { return errFailed }
 	idle := func() { waitIdle(t, e) }
 	gone := 0
 	cases := []struct {
@@ -79,6 +82,14 @@ func TestHeapPerTask(t *testing.T) {
 				idle() // as for Go
 			}
 		}, 1, 64},
+		{"Submit whose fn fails", func() {
+			if _, err := e.Submit(bg, "k", fail); err != nil {
+				t.Fatal(err)
+			}
+			if gone++; gone%64 == 0 {
+				idle() // as for Go
+			}
+		}, 3, 192}, // the 64-byte object, and the Task's waiters (32) and channel (96) for the error
 		{"Submit with a ctx that can end", func() {
 			if _, err := e.Submit(cancelable, "k", nop); err != nil {
 				t.Fatal(err)
