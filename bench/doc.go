@@ -33,6 +33,12 @@
 //     naming its key, recovered panics, exact counters) and nothing else
 //     (floor_test.go lists what it leaves out). The gap between it and
 //     perkey is what the rest of perkey costs on that path.
+//   - impl=floor-go, in SubmitThroughput only: the same kind of stick for
+//     fire and forget, the smallest executor that keeps what a plain perkey
+//     Go keeps on that path (mailboxes made on demand and retired on drain,
+//     FIFO per key, a bounded set of workers, batches of 32, a fresh ctx per
+//     task naming its key, exact counters) and nothing else
+//     (floor_queue_test.go).
 //
 // Lock-based peers run the task inline on the calling goroutine, so for them
 // Submit is the same as Do. Every task is trivial (it bumps a per-key counter,

@@ -77,6 +77,7 @@ func BenchmarkSubmitThroughput(b *testing.B) {
 	for _, n := range []int{1, 16, 1024, 100_000} {
 		ims := withPeers(cpuWorkers())
 		ims = append(ims[:1], append([]impl{perkeyGoImpl("perkey-go", executor.WithWorkers(runtime.GOMAXPROCS(0)))}, ims[1:]...)...)
+		ims = append(ims, impl{"floor-go", func() keyed { return newFloorQueue(runtime.GOMAXPROCS(0)) }})
 		for _, im := range ims {
 			b.Run(fmt.Sprintf("keys=%d/impl=%s", n, im.name), func(b *testing.B) {
 				produceBursts(b, im.make, keys(n), producers)
