@@ -310,7 +310,7 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 			b.end(c, jobs, pe, nil, Panicked, start)
 		}
 	}()
-	e.started.Add(uint64(len(jobs)))
+	e.counts.started.Add(uint64(len(jobs)))
 	if e.obs != nil {
 		start = time.Now()
 		for _, j := range jobs {
@@ -342,7 +342,7 @@ func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs Batch
 		}
 		j.ctx.end()
 	}
-	e.completed.Add(uint64(len(jobs)))
+	e.counts.completed.Add(uint64(len(jobs)))
 	if outcome == Panicked {
 		e.panicked.Add(uint64(len(jobs)))
 	}

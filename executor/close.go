@@ -72,7 +72,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	// Deferred: a logger or Detach that calls runtime.Goexit ends this
 	// call's goroutine, but the executor is closed all the same.
 	defer close(e.stopped)
-	e.log.Debug("executor closed", zap.Uint64("completed", e.completed.Load()),
+	e.log.Debug("executor closed", zap.Uint64("completed", e.Stats().Completed),
 		zap.Uint64("canceled", e.canceled.Load()))
 	e.detach()
 	return err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -256,4 +257,67 @@ func TestCall(t *testing.T) {
 		}
 	})
 	waitIdle(t, e)
+}
+
+// TestStatsUnderLoad: while producers feed plain Gos, plain Submits,
+// uncontended Dos and jobs (a ctx that can end) to many keys, whose tasks
+// count in their router shards' counters or the executor's, a reader's
+// Stats never show a negative Queued or Running, nor more completed than
+// submitted; once idle they add up exactly, with every task counted.
+func TestStatsUnderLoad(t *testing.T) {
+	e := newExec[int](t, executor.WithWorkers(2))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	bg := context.Background()
+	const producers, per = 4, 3000
+	nop := func(context.Context) error { return nil }
+	stop := make(chan struct{})
+	readerDone := make(chan struct{})
+	var bad atomic.Value
+	go func() {
+		defer close(readerDone)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if s := e.Stats(); s.Queued < 0 || s.Running < 0 || s.Completed > s.Submitted {
+				bad.Store(fmt.Sprintf("%+v", s))
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range per {
+				key := (p*per + i) % 97
+				var err error
+				switch i % 4 {
+				case 0:
+					err = e.Go(bg, key, nop)
+				case 1:
+					_, err = e.Submit(bg, key, nop)
+				case 2:
+					err = e.Do(bg, key, nop)
+				default:
+					err = e.Go(ctx, key, nop) // a job: its ctx can end
+				}
+				if err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	waitAll(t, &wg)
+	s := waitIdle(t, e)
+	close(stop)
+	recv(t, "the Stats reader to stop", readerDone)
+	if v := bad.Load(); v != nil {
+		t.Errorf("Stats under load showed %v", v)
+	}
+	if s.Submitted != producers*per || s.Completed != producers*per {
+		t.Errorf("idle Stats %+v; want %d submitted and completed", s, producers*per)
+	}
 }

@@ -52,11 +52,17 @@ type Executor[K comparable] struct {
 	// Counters, each on its own cache line: submitters write pending and
 	// submitted, workers started and completed. Queued and Running are
 	// derived (Submitted - Started - Canceled and Started - Completed), so
-	// Stats add up by construction.
+	// Stats add up by construction. Plain tasks count started and completed
+	// in their router shard's taskCounts (shards, see plainCore): a key's
+	// tasks run a batch at a time on one worker, so those lines move
+	// between cores once a batch, where one executor-wide line would move
+	// with every task. Jobs and Batcher messages count them here.
 	pending   paddedInt64 // accepted and not yet ended: WithMaxPending, and what Close drains
 	submitted paddedUint64
-	started   paddedUint64 // tasks whose fn began
-	completed paddedUint64
+	counts    taskCounts
+
+	shardsMu sync.Mutex    // guards shards
+	shards   []*taskCounts // one per router shard or stripe that ran a plain task
 	// ranAtOnce counts tasks submitted and started in one step, by a Do that
 	// runs fn at once (runLean): Stats adds it to both.
 	ranAtOnce paddedUint64
@@ -99,6 +105,13 @@ type paddedInt64 struct {
 type paddedUint64 struct {
 	atomic.Uint64
 	_ [56]byte
+}
+
+// taskCounts are the started and completed counts of some tasks, on a
+// cache line of their own (see Executor.counts).
+type taskCounts struct {
+	started, completed atomic.Uint64
+	_                  [48]byte
 }
 
 // Stats is a snapshot of an executor's counters. At any quiet moment
@@ -240,7 +253,9 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 	return out, err
 }
 
-// Stats returns a snapshot of the executor's counters.
+// Stats returns a snapshot of the executor's counters. It sums the counts
+// that each router shard keeps for its plain tasks: a few loads per shard
+// (16 shards per P).
 func (e *Executor[K]) Stats() Stats {
 	if e == nil {
 		return Stats{}
@@ -248,9 +263,17 @@ func (e *Executor[K]) Stats() Stats {
 	// Load in the order the counters move (a task is submitted, then
 	// started or canceled, then completed), latest first, so that no derived
 	// gauge is ever negative.
-	completed := e.completed.Load()
+	e.shardsMu.Lock()
+	completed := e.counts.completed.Load()
+	for _, n := range e.shards {
+		completed += n.completed.Load()
+	}
 	atOnce := e.ranAtOnce.Load()
-	started := e.started.Load() + atOnce
+	started := e.counts.started.Load() + atOnce
+	for _, n := range e.shards {
+		started += n.started.Load()
+	}
+	e.shardsMu.Unlock()
 	canceled := e.canceled.Load()
 	submitted := e.submitted.Load() + atOnce
 	return Stats{

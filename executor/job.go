@@ -135,7 +135,7 @@ func (j *job[K]) Run() {
 		e.abandon(j, err)
 		return
 	}
-	outcome, start, err := e.invoke(j.ctx, j.multi, j.fn, j.turn.Stamp(), func(start time.Time) { j.ran(ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(j.ctx, &e.counts, j.multi, j.fn, j.turn.Stamp(), func(start time.Time) { j.ran(ErrGoexit, Failed, start) })
 	j.ran(err, outcome, start)
 }
 
@@ -157,7 +157,7 @@ func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
 // a panic, as singleflight's check tells them apart), invoke's deferred
 // check ends the task with exited, which accounts for it as ErrGoexit,
 // while the goroutine unwinds; invoke never returns.
-func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context) error, stamp int64,
+func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(context.Context) error, stamp int64,
 	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
 	c.j.fresh()
 	returned := false
@@ -181,7 +181,7 @@ func (e *Executor[K]) invoke(c *taskCtx[K], multi *[]K, fn func(context.Context)
 		err, outcome = e.recovered(v, keyField(c, multi)), Panicked
 		reported = true
 	}()
-	e.started.Add(1)
+	n.started.Add(1)
 	if e.obs != nil {
 		e.tellStarted(stamp, &start)
 	}
@@ -206,7 +206,7 @@ func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 // ran accounts for a task whose fn ended with err.
 func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	j.err = err
-	j.e.finished(j.ctx, j.multi, j.unread, err, outcome, start)
+	j.e.finished(j.ctx, &j.e.counts, j.multi, j.unread, err, outcome, start)
 }
 
 // finished accounts for a task (with context c, and keys multi if it has
@@ -215,9 +215,9 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 //
 // The task is accounted for before any callback hears of it, so one that
 // calls runtime.Goexit cannot leave it unaccounted.
-func (e *Executor[K]) finished(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
+func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	c.end()
-	e.completed.Add(1)
+	n.completed.Add(1)
 	if outcome == Panicked {
 		e.panicked.Add(1)
 	}

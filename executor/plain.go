@@ -159,8 +159,9 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		e.abandoned(c, nil, false, err)
 		return err
 	}
-	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.finished(c, nil, false, ErrGoexit, Failed, start) })
-	e.finished(c, nil, false, err, outcome, start)
+	n := plainCounts(c.j)
+	outcome, start, err := e.invoke(c, n, nil, fn, stamp, func(start time.Time) { e.finished(c, n, nil, false, ErrGoexit, Failed, start) })
+	e.finished(c, n, nil, false, err, outcome, start)
 	return err
 }
 
@@ -195,8 +196,9 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	e.ranAtOnce.Add(1)
 	err = fn(c)
 	returned = true
+	n := plainCounts(c.j) // before end: the core is m's for good, but c stops reading it
 	c.end()
-	e.completed.Add(1)
+	n.completed.Add(1)
 	return err
 }
 
@@ -205,8 +207,9 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 // returns the *PanicError, once logged; if the logger exits instead, the
 // task has been accounted for (as panicked) before it is called.
 func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
+	n := plainCounts(c.j)
 	c.end()
-	e.completed.Add(1)
+	n.completed.Add(1)
 	if v == nil { // Since Go 1.21 panic(nil) is a *runtime.PanicNilError
 		return ErrGoexit
 	}
@@ -313,17 +316,57 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 	if c, ok := m.Aux().(*core[K]); ok {
 		return c
 	}
-	c := &core[K]{e: e}
+	c := e.newPlainCore(m)
 	m.SetAux(c)
 	return c
+}
+
+// plainCoreOf is a mailbox's plain core with the counts of its router
+// shard (or stripe), where its tasks count as started and completed.
+type plainCoreOf[K comparable] struct {
+	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
+	counts  *taskCounts
+}
+
+// newPlainCore makes m's plain core (locked), with the counts of m's
+// router shard, made with the shard's first plain core.
+func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *core[K] {
+	s := e.shardLocal(m)
+	if s.counts == nil {
+		s.counts = new(taskCounts)
+		e.shardsMu.Lock()
+		e.shards = append(e.shards, s.counts)
+		e.shardsMu.Unlock()
+	}
+	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: s.counts}).core
+}
+
+// plainCounts returns the counts of a plain core, j (a mailbox's Aux).
+func plainCounts[K comparable](j *core[K]) *taskCounts {
+	return (*plainCoreOf[K])(unsafe.Pointer(j)).counts
 }
 
 // ctxBlock is how many task contexts newCtx carves out of one allocation.
 const ctxBlock = 8
 
-// ctxStock is the block that newCtx is carving task contexts from, one per
-// router shard (mailbox.Mailbox.Local).
-type ctxStock[K comparable] struct{ free []taskCtx[K] }
+// shardLocal is what the executor keeps per router shard (or stripe), as
+// its mailboxes' Local: the block that newCtx is carving task contexts
+// from, and the counts of the shard's plain tasks.
+type shardLocal[K comparable] struct {
+	free   []taskCtx[K]
+	counts *taskCounts
+}
+
+// shardLocal returns m's shard's shardLocal, made on the first need (locked).
+func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
+	l := m.Local()
+	s, _ := (*l).(*shardLocal[K])
+	if s == nil {
+		s = new(shardLocal[K])
+		*l = s
+	}
+	return s
+}
 
 // newCtx returns a zero context for a Do of m (locked): one of a block
 // of ctxBlock, made for the tasks of m's router shard, instead of one
@@ -334,12 +377,7 @@ type ctxStock[K comparable] struct{ free []taskCtx[K] }
 // is dropped; and the block being carved keeps those of the shard's tasks
 // that have ended, until it is used up (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
-	l := m.Local()
-	s, _ := (*l).(*ctxStock[K])
-	if s == nil {
-		s = new(ctxStock[K])
-		*l = s
-	}
+	s := e.shardLocal(m)
 	if len(s.free) == 0 {
 		s.free = make([]taskCtx[K], ctxBlock)
 	}
@@ -360,7 +398,7 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 }
 
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
-func (p *plainRunner[K]) NewAux() any { return &core[K]{e: (*Executor[K])(p)} }
+func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) any { return (*Executor[K])(p).newPlainCore(m) }
 
 // SettlePlain ends a plain Submit's Task once the task's place in its
 // mailbox is free (mailbox.Plain): by then the result is written, Stats
@@ -403,7 +441,7 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 		e.plainAbandoned(c, t, ErrClosed)
 		return
 	}
-	outcome, start, err := e.invoke(c, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(c, plainCounts(c.j), nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
 	e.plainEnded(c, t, err, outcome, start)
 }
 
@@ -415,7 +453,7 @@ func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outc
 		t.fail(err) // before the callbacks: one may never return
 	}
 	defer e.releasePlain()
-	e.finished(c, nil, t == nil, err, outcome, start)
+	e.finished(c, plainCounts(c.j), nil, t == nil, err, outcome, start)
 }
 
 // plainAbandoned accounts for a plain task (with context c, and Task t as

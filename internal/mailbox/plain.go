@@ -47,7 +47,7 @@ import (
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64)
 	SettlePlain(arg any)
-	NewAux() any
+	NewAux(m *Mailbox) any
 }
 
 type plainSlot struct {
@@ -447,7 +447,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	}
 	q.cut, q.taken = uint16(n), q.taken+uint32(n)
 	if m.aux == nil {
-		m.aux = m.home.r.opt.Plain.NewAux() // before the batch reads it unlocked
+		m.aux = m.home.r.opt.Plain.NewAux(m) // before the batch reads it unlocked
 	}
 	m.hold = holdPlain
 	m.home.mu.Unlock()

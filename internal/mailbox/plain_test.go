@@ -48,7 +48,7 @@ func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, ar
 
 func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
 
-func (testPlain) NewAux() any { return new(int) }
+func (testPlain) NewAux(*mailbox.Mailbox) any { return new(int) }
 
 func (p *plainWork) RunPlain(fn func(context.Context) error) {
 	p.ran.Add(1)
