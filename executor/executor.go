@@ -62,7 +62,7 @@ type Executor[K comparable] struct {
 	counts    taskCounts
 
 	shardsMu sync.Mutex    // guards shards
-	shards   []*taskCounts // one per router shard or stripe that ran a plain task
+	shards   []*taskCounts // one per router shard or stripe that ran a plain task or a Do at once
 	// ranAtOnce counts tasks submitted and started in one step, by a Do that
 	// runs fn at once (runLean): Stats adds it to both.
 	ranAtOnce paddedUint64

@@ -329,16 +329,9 @@ type plainCoreOf[K comparable] struct {
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
-// router shard, made with the shard's first plain core.
+// router shard.
 func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *core[K] {
-	s := e.shardLocal(m)
-	if s.counts == nil {
-		s.counts = new(taskCounts)
-		e.shardsMu.Lock()
-		e.shards = append(e.shards, s.counts)
-		e.shardsMu.Unlock()
-	}
-	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: s.counts}).core
+	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: e.shardLocal(m).counts}).core
 }
 
 // plainCounts returns the counts of a plain core, j (a mailbox's Aux).
@@ -357,12 +350,16 @@ type shardLocal[K comparable] struct {
 	counts *taskCounts
 }
 
-// shardLocal returns m's shard's shardLocal, made on the first need (locked).
+// shardLocal returns m's shard's shardLocal, made on the first need
+// (locked), its counts registered for Stats.
 func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	l := m.Local()
 	s, _ := (*l).(*shardLocal[K])
 	if s == nil {
-		s = new(shardLocal[K])
+		s = &shardLocal[K]{counts: new(taskCounts)}
+		e.shardsMu.Lock()
+		e.shards = append(e.shards, s.counts)
+		e.shardsMu.Unlock()
 		*l = s
 	}
 	return s

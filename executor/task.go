@@ -114,11 +114,15 @@ func (t *Task) fail(err error) {
 	if err == nil {
 		return
 	}
-	w := &waiters{ch: make(chan struct{}), err: err}
-	if !t.w.CompareAndSwap(nil, w) {
-		if w = t.w.Load(); w != ended {
-			w.err = err // Done made them: nobody reads err before end
+	w := t.w.Load()
+	if w == nil {
+		if t.w.CompareAndSwap(nil, &waiters{ch: make(chan struct{}), err: err}) {
+			return
 		}
+		w = t.w.Load() // Done won
+	}
+	if w != ended {
+		w.err = err // Done made them: nobody reads err before end
 	}
 }
 

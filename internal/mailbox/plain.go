@@ -40,8 +40,8 @@ import (
 // after a return and hands the key to a fresh drive loop. Like Work.Settle,
 // SettlePlain is called once the task's place in the mailbox is free (after
 // RunPlain, returned or not), to wake whoever waits for the task: by then
-// the key has room again. NewAux makes the value that a mailbox's plain
-// tasks share (Aux), if its owner stored none: it is called locked, as the
+// the key has room again. NewAux makes the value that m's plain tasks
+// share (Aux), if its owner stored none: it is called locked, as the
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
