@@ -93,7 +93,7 @@ func BenchmarkScaling64Producers(b *testing.B) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			k := im.make()
 			defer k.Close()
-			produce(b, k, keys(100_000), 64, false)
+			produce(b, k, keys(100_000), 64)
 		})
 	}
 }

@@ -70,29 +70,19 @@ func (t *tally) check(tb testing.TB, want int) {
 	}
 }
 
-// produce runs b.N tasks from p producers and returns when every task has
-// finished. Producer j takes the j-th contiguous chunk of task numbers and
-// task i runs on key i % len(ks), so every producer cycles through every key
-// and keys are contended across producers. With async it submits through
-// Submit, otherwise through Do. It reports tasks/s and checks the tally.
-func produce(b *testing.B, k keyed, ks []string, p int, async bool) {
-	t := newTally(len(ks), async)
-	if async {
-		t.wg.Add(b.N)
-	}
-	ctx := context.Background()
-	call := k.Do
-	if async {
-		call = k.Submit
-	}
+// produce runs b.N tasks through Do from p producers (see feed) and
+// returns when every call has returned. Every producer cycles through every
+// key, so keys are contended across producers. It reports tasks/s and
+// checks the tally.
+func produce(b *testing.B, k keyed, ks []string, p int) {
+	t := newTally(len(ks), false)
 	if ps, ok := k.(prestarter); ok {
 		ps.prestart(ks)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	feed(b, ctx, call, t, ks, p, b.N, async)
-	t.wg.Wait()
+	feed(b, context.Background(), k.Do, t, ks, p, b.N, false)
 	elapsed := time.Since(start)
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
@@ -102,7 +92,7 @@ func produce(b *testing.B, k keyed, ks []string, p int, async bool) {
 // feed submits n tasks of t through call from p producers and returns once
 // they are all submitted: producer j takes the j-th contiguous chunk of
 // task numbers, and task i runs on key i % len(ks). A task call refuses
-// is marked done on t.wg if async (it never ran).
+// is marked done on t.wg if async: it never ran.
 func feed(b *testing.B, ctx context.Context, call func(context.Context, string, func(context.Context) error) error,
 	t *tally, ks []string, p, n int, async bool) {
 	var prod sync.WaitGroup
@@ -127,8 +117,8 @@ func feed(b *testing.B, ctx context.Context, call func(context.Context, string, 
 const burstTasks = 1_000_000
 
 // produceBursts runs b.N bursts of burstTasks tasks, each on a fresh
-// implementation made by mk, submitted asynchronously by p producers as
-// produce does, and all waited for; making, prestarting and closing the
+// implementation made by mk, submitted asynchronously by p producers (see
+// feed), and all waited for; making, prestarting and closing the
 // implementation are left out of the time. It reports tasks/s over the
 // bursts, and the time and heap per task (ns/task, B/task, allocs/task;
 // ns/op, B/op and allocs/op are per burst). A fixed burst, rather than

@@ -54,6 +54,22 @@ func TestHeapPerTask(t *testing.T) {
 	fail := func(context.Context) error { return errFailed }
 	idle := func() { waitIdle(t, e) }
 	gone := 0
+	// plain queues one plain task with submit, in bursts of 64: the key's
+	// ring of plain tasks grows once and is then reused, as under a steady
+	// load.
+	plain := func(submit func() error) func() {
+		return func() {
+			if err := submit(); err != nil {
+				t.Fatal(err)
+			}
+			if gone++; gone%64 == 0 {
+				idle()
+			}
+		}
+	}
+	submit := func(fn func(context.Context) error) func() error {
+		return func() error { _, err := e.Submit(bg, "k", fn); return err }
+	}
 	cases := []struct {
 		name          string
 		op            func()
@@ -64,32 +80,11 @@ func TestHeapPerTask(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, 1, 48},
-		{"Go", func() {
-			if err := e.Go(bg, "k", nop); err != nil {
-				t.Fatal(err)
-			}
-			// Bursts of 64: the key's ring of plain tasks grows once
-			// and is then reused, as under a steady load.
-			if gone++; gone%64 == 0 {
-				idle()
-			}
-		}, 1, 48},
-		{"Submit", func() {
-			if _, err := e.Submit(bg, "k", nop); err != nil {
-				t.Fatal(err)
-			}
-			if gone++; gone%64 == 0 {
-				idle() // as for Go
-			}
-		}, 1, 64},
-		{"Submit whose fn fails", func() {
-			if _, err := e.Submit(bg, "k", fail); err != nil {
-				t.Fatal(err)
-			}
-			if gone++; gone%64 == 0 {
-				idle() // as for Go
-			}
-		}, 3, 192}, // the 64-byte object, and the Task's waiters (32) and channel (96) for the error
+		{"Go", plain(func() error { return e.Go(bg, "k", nop) }), 1, 48},
+		{"Submit", plain(submit(nop)), 1, 64},
+		// The 64-byte object, and the Task's waiters (32) and channel (96)
+		// for the error.
+		{"Submit whose fn fails", plain(submit(fail)), 3, 192},
 		{"Submit with a ctx that can end", func() {
 			if _, err := e.Submit(cancelable, "k", nop); err != nil {
 				t.Fatal(err)

@@ -733,7 +733,7 @@ func TestPlainRingKeepsNothing(t *testing.T) {
 	wait(t, "the last plain task", last.done)
 	r.Wait()
 	last = nil
-	runtime.GC() // one cycle: a sync.Pool still holds what it was given
+	runtime.GC()
 	alive := 0
 	for _, w := range refs {
 		if w.Value() != nil {
