@@ -323,9 +323,21 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 
 // plainCoreOf is a mailbox's plain core with the counts of its router
 // shard (or stripe), where its tasks count as started and completed.
+//
+// free is the block that the contexts of the mailbox's plain Gos are
+// carved from as they run (goCtx), instead of one allocation per task;
+// only the batch running on the mailbox uses it, one task at a time. A
+// block is made for at most the batch's tasks yet to run, so a batch of
+// Gos alone uses it up by its end. Each context is still a task's own,
+// never reused; the cost is in what a block keeps, as for newCtx: a
+// context that fn keeps keeps the others of its block, and what they refer
+// to (their callers' contexts), until it is dropped; and a block that
+// plain Submits in the batch left unused keeps the ended contexts carved
+// from it until the key's next Gos use it up, or the mailbox is dropped.
 type plainCoreOf[K comparable] struct {
 	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
 	counts  *taskCounts
+	free    []taskCtx[K]
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
@@ -387,10 +399,11 @@ func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
 // plain tasks that queuePlain queued, given their args.
 type plainRunner[K comparable] Executor[K]
 
-// RunPlain runs a plain task's fn (mailbox.Plain).
-func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64) {
+// RunPlain runs a plain task's fn (mailbox.Plain), left tasks of its batch
+// yet to run, this one included.
+func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64, left int) {
 	e := (*Executor[K])(p)
-	c, t := e.plainTask(m, arg)
+	c, t := e.plainTask(m, arg, left)
 	e.runPlain(c, t, fn, stamp)
 }
 
@@ -408,23 +421,42 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 }
 
 // plainTask returns the ctx and the Task of the plain task that
-// queuePlain queued on m with arg, as it runs or a giving-up Close ends
-// it: a Submit's are in its plainSub, whose ctx gets m's plain core now; a
-// Go has no Task, and its ctx is made now (goCtx). Either way m has its
-// core by then (see goCtx).
-func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any) (*taskCtx[K], *Task) {
+// queuePlain queued on m with arg, as it runs (left tasks of its batch yet
+// to run, this one included) or a giving-up Close ends it (left 0): a
+// Submit's are in its plainSub, whose ctx gets m's plain core now; a Go
+// has no Task, and its ctx is made now (goCtx). Either way m has its core
+// by then (see goCtx).
+func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx[K], *Task) {
 	if s, ok := arg.(*plainSub[K]); ok {
 		s.ctx.j = m.Aux().(*core[K]) // before anything reads it: fn has not seen the ctx
 		return &s.ctx, &s.task
 	}
-	return e.goCtx(m, arg.(context.Context)), nil // queuePlain queues no other arg
+	return e.goCtx(m, arg.(context.Context), left), nil // queuePlain queues no other arg
 }
 
 // goCtx makes the ctx of a plain Go queued on m with the caller's ctx
 // parent: the key is m's (router.KeyOf), and the core m's plain core (made
-// by the time its batch, or giveUp, reads it).
-func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context) *taskCtx[K] {
-	return &taskCtx[K]{parent: parent, key: e.router.KeyOf(m), j: m.Aux().(*core[K])}
+// by the time its batch, or giveUp, reads it). A Go run in a batch, with
+// left of the batch's tasks yet to run (this one included), takes its ctx
+// from the block its core keeps (see plainCoreOf.free), and makes a block
+// of up to ctxBlock when that is used up. One that a giving-up Close ends
+// (left 0) may run beside a batch, so it allocates its own.
+func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context, left int) *taskCtx[K] {
+	j := m.Aux().(*core[K])
+	var c *taskCtx[K]
+	if p := (*plainCoreOf[K])(unsafe.Pointer(j)); left > 0 && (len(p.free) > 0 || left > 1) {
+		if len(p.free) == 0 {
+			p.free = make([]taskCtx[K], min(left, ctxBlock))
+		}
+		c, p.free = &p.free[0], p.free[1:]
+		if len(p.free) == 0 {
+			p.free = nil // an empty slice of the block would still keep it
+		}
+	} else {
+		c = new(taskCtx[K])
+	}
+	c.parent, c.key, c.j = parent, e.router.KeyOf(m), j
+	return c
 }
 
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's,
@@ -481,7 +513,7 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
 		e.unreserve()
 		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
-	c, t := e.plainTask(m, arg)
+	c, t := e.plainTask(m, arg, 0)
 	e.plainAbandoned(c, t, ErrClosed)
 }
 

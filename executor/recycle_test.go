@@ -27,8 +27,51 @@ type valKey struct{}
 // The ctx of a Do that runs at once is carved from a block that its key's
 // table shard keeps while carving it, so the block keeps the ctx of up to
 // seven ended tasks; once the shard's next tasks have used the block up,
-// nothing in the executor refers to them. A plain Go's is its own, made as
-// it runs: nothing refers to it once the task has ended.
+// nothing in the executor refers to them. A plain Go that runs alone makes
+// its own, as it runs: nothing refers to it once the task has ended (for
+// Gos that run in a batch, see TestBatchContextsReleased).
+// TestBatchContextsReleased: the plain Gos of a batch take their contexts
+// from blocks that their mailbox keeps, made for at most the tasks of the
+// batch yet to run, so the batch uses its last block up: once the key is
+// idle, nothing in the executor refers to the callers' contexts of the
+// batch's tasks, or to what they hold.
+func TestBatchContextsReleased(t *testing.T) {
+	e := newExec[string](t)
+	bg := context.Background()
+	release := make(chan struct{})
+	if err := e.Go(bg, "k", func(context.Context) error { <-release; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	const n = 21 // blocks of 8, 8 and 5 for one batch behind the first task
+	gone := make([]weak.Pointer[[64]byte], n)
+	var ran sync.WaitGroup
+	ran.Add(n)
+	for i := range n {
+		value := new([64]byte)
+		gone[i] = weak.Make(value)
+		ctx := context.WithValue(bg, valKey{}, value)
+		if err := e.Go(ctx, "k", func(ctx context.Context) error {
+			if ctx.Value(valKey{}) == nil {
+				t.Error("a Go's ctx lost its caller's value")
+			}
+			ran.Done()
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	waitAll(t, &ran)
+	waitIdle(t, e)
+	runtime.GC()
+	runtime.GC()
+	for i, p := range gone {
+		if p.Value() != nil {
+			t.Errorf("the value in the caller's ctx of Go %d of %d is still reachable once its key is idle", i+1, n)
+		}
+	}
+}
+
 func TestEndedContextsReleased(t *testing.T) {
 	bg := context.Background()
 	for _, via := range []string{"Do", "Go"} {

@@ -34,7 +34,9 @@ import (
 // (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
 // stamp (0 unless the runner tracks the oldest task), and RunPlain makes
 // of them what the task needs (its context, say) on the goroutine that
-// runs it. Like Work.Run, RunPlain must not panic and
+// runs it; left is how many of its batch's tasks have yet to run, this one
+// included, for an owner that makes for a batch at once what its tasks
+// need. Like Work.Run, RunPlain must not panic and
 // must account for the task's end itself, including when fn calls
 // runtime.Goexit: then it does not return, and the mailbox ends the task as
 // after a return and hands the key to a fresh drive loop. Like Work.Settle,
@@ -45,7 +47,7 @@ import (
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
-	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64)
+	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64, left int)
 	SettlePlain(arg any)
 	NewAux(m *Mailbox) any
 }
@@ -493,7 +495,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran in
 			x.heldSince.Store(held(clock()))
 		}
 		running = true
-		p.RunPlain(m, s.fn, s.arg, stamp)
+		p.RunPlain(m, s.fn, s.arg, stamp, n-ran)
 		running = false
 		m.ranBatched()
 		p.SettlePlain(s.arg)

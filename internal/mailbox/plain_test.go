@@ -38,7 +38,7 @@ func (p *plainWork) SettlePlain() {
 // its plainWork, and checks that the mailbox passes the one it queued on.
 type testPlain struct{}
 
-func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64) {
+func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64, _ int) {
 	p := arg.(*plainWork)
 	if p.m != nil && p.m != m {
 		panic("plain task run for another mailbox")
