@@ -59,7 +59,10 @@
 //     (unless a per-key cap is set) and the producers outrun the workers:
 //     with b.N tasks, the backlog perkey holds, and the collector scans,
 //     would grow with whatever b.N the benchmark settles on, where the
-//     actor's 64-slot channels make its producers wait instead.
+//     actor's 64-slot channels make its producers wait instead. The flag
+//     -burst sets another size (go test ./bench/ -bench SubmitThroughput
+//     -burst 20000); -cpu 1 runs everything on one core, where the figures
+//     move much less from run to run than on two.
 //   - Scaling64Producers: as SubmitThroughput over 100,000 keys, but 64
 //     producers calling Do synchronously.
 //   - Stripes: 8 goroutines calling Do over 100,000 keys: perkey in striped

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"runtime"
 	"sync"
@@ -112,9 +113,11 @@ func feed(b *testing.B, ctx context.Context, call func(context.Context, string, 
 	prod.Wait()
 }
 
-// burstTasks is what one op of produceBursts runs: 1,000,000 trivial tasks,
-// the measure a user comparing perkey with an actor takes.
-const burstTasks = 1_000_000
+// burstTasks is what one op of produceBursts runs: by default 1,000,000
+// trivial tasks, the measure a user comparing perkey with an actor takes.
+// -burst changes it, to see how a figure depends on the backlog a burst
+// builds up (BENCHMARKS.md, "What limits the throughput").
+var burstTasks = flag.Int("burst", 1_000_000, "tasks per burst in the throughput benchmarks")
 
 // produceBursts runs b.N bursts of burstTasks tasks, each on a fresh
 // implementation made by mk, submitted asynchronously by p producers (see
@@ -136,22 +139,22 @@ func produceBursts(b *testing.B, mk func() keyed, ks []string, p int) {
 			ps.prestart(ks)
 		}
 		t := newTally(len(ks), true)
-		t.wg.Add(burstTasks)
+		t.wg.Add(*burstTasks)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		b.StartTimer()
 		start := time.Now()
-		feed(b, context.Background(), k.Submit, t, ks, p, burstTasks, true)
+		feed(b, context.Background(), k.Submit, t, ks, p, *burstTasks, true)
 		t.wg.Wait()
 		elapsed += time.Since(start)
 		b.StopTimer()
 		runtime.ReadMemStats(&after)
 		mallocs += after.Mallocs - before.Mallocs
 		bytes += after.TotalAlloc - before.TotalAlloc
-		t.check(b, burstTasks)
+		t.check(b, *burstTasks)
 		k.Close()
 	}
-	n := float64(b.N) * burstTasks
+	n := float64(b.N) * float64(*burstTasks)
 	b.ReportMetric(n/elapsed.Seconds(), "tasks/s")
 	b.ReportMetric(float64(elapsed.Nanoseconds())/n, "ns/task")
 	b.ReportMetric(float64(bytes)/n, "B/task")
