@@ -386,12 +386,21 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 // is dropped; and the block being carved keeps those of the shard's tasks
 // that have ended, until it is used up (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
-	s := e.shardLocal(m)
-	if len(s.free) == 0 {
-		s.free = make([]taskCtx[K], ctxBlock)
+	return carve(&e.shardLocal(m).free, ctxBlock)
+}
+
+// carve returns the next context of the block *free, first making a block
+// of n if it is used up. Once the last one is taken it drops the block: an
+// empty slice of it would still keep it, and with it the ended contexts
+// carved from it.
+func carve[K comparable](free *[]taskCtx[K], n int) *taskCtx[K] {
+	if len(*free) == 0 {
+		*free = make([]taskCtx[K], n)
 	}
-	c := &s.free[0]
-	s.free = s.free[1:]
+	c := &(*free)[0]
+	if *free = (*free)[1:]; len(*free) == 0 {
+		*free = nil
+	}
 	return c
 }
 
@@ -445,13 +454,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context, left int
 	j := m.Aux().(*core[K])
 	var c *taskCtx[K]
 	if p := (*plainCoreOf[K])(unsafe.Pointer(j)); left > 0 && (len(p.free) > 0 || left > 1) {
-		if len(p.free) == 0 {
-			p.free = make([]taskCtx[K], min(left, ctxBlock))
-		}
-		c, p.free = &p.free[0], p.free[1:]
-		if len(p.free) == 0 {
-			p.free = nil // an empty slice of the block would still keep it
-		}
+		c = carve(&p.free, min(left, ctxBlock))
 	} else {
 		c = new(taskCtx[K])
 	}

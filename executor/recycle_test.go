@@ -22,14 +22,6 @@ import (
 
 type valKey struct{}
 
-// TestEndedContextsReleased: what an ended task's ctx refers to (its
-// caller's ctx, and the values in it) is not kept by the executor for long.
-// The ctx of a Do that runs at once is carved from a block that its key's
-// table shard keeps while carving it, so the block keeps the ctx of up to
-// seven ended tasks; once the shard's next tasks have used the block up,
-// nothing in the executor refers to them. A plain Go that runs alone makes
-// its own, as it runs: nothing refers to it once the task has ended (for
-// Gos that run in a batch, see TestBatchContextsReleased).
 // TestBatchContextsReleased: the plain Gos of a batch take their contexts
 // from blocks that their mailbox keeps, made for at most the tasks of the
 // batch yet to run, so the batch uses its last block up: once the key is
@@ -72,6 +64,14 @@ func TestBatchContextsReleased(t *testing.T) {
 	}
 }
 
+// TestEndedContextsReleased: what an ended task's ctx refers to (its
+// caller's ctx, and the values in it) is not kept by the executor for long.
+// The ctx of a Do that runs at once is carved from a block that its key's
+// table shard keeps while carving it, so the block keeps the ctx of up to
+// seven ended tasks; once the shard's next tasks have used the block up,
+// nothing in the executor refers to them. A plain Go that runs alone makes
+// its own, as it runs: nothing refers to it once the task has ended (for
+// Gos that run in a batch, see TestBatchContextsReleased).
 func TestEndedContextsReleased(t *testing.T) {
 	bg := context.Background()
 	for _, via := range []string{"Do", "Go"} {
@@ -97,7 +97,7 @@ func TestEndedContextsReleased(t *testing.T) {
 			_ = ctx
 			after := 0
 			if via == "Do" {
-				after = 8
+				after = 7 // the rest of its block
 			}
 			for range after {
 				if err := e.Do(bg, "k", nop); err != nil {

@@ -206,9 +206,9 @@ type marker interface {
 // It is the only allocation of a Do (48 bytes with a string key; a Go or a
 // Submit allocates it together with its job; a Do that runs at once takes it
 // from a block of them, see newCtx, and a plain Go's is made as it runs, from
-// a block of them if it runs in a batch, see goCtx): fn may keep its ctx (hand it to a goroutine, say), so it is never
-// recycled, and everything that is recycled lives in the job it names while the
-// task is alive. It costs no further allocation unless fn asks for Done: only
+// a block of them if it runs in a batch, see goCtx): fn may keep its ctx
+// (hand it to a goroutine, say), so it is never recycled, and everything
+// that is recycled lives in the job it names while the task is alive. It costs no further allocation unless fn asks for Done: only
 // then is a cancelable child of the caller's ctx made.
 type taskCtx[K comparable] struct {
 	parent context.Context
