@@ -116,7 +116,7 @@ func feed(b *testing.B, ctx context.Context, call func(context.Context, string, 
 // burstTasks is what one op of produceBursts runs: by default 1,000,000
 // trivial tasks, the measure a user comparing perkey with an actor takes.
 // -burst changes it, to see how a figure depends on the backlog a burst
-// builds up (BENCHMARKS.md, "What limits the throughput").
+// builds up (BENCHMARKS.md, "One core, and what limits the throughput").
 var burstTasks = flag.Int("burst", 1_000_000, "tasks per burst in the throughput benchmarks")
 
 // produceBursts runs b.N bursts of burstTasks tasks, each on a fresh
@@ -129,6 +129,9 @@ var burstTasks = flag.Int("burst", 1_000_000, "tasks per burst in the throughput
 // builds up the same whatever b.N the benchmark settles on.
 func produceBursts(b *testing.B, mk func() keyed, ks []string, p int) {
 	b.StopTimer()
+	if *burstTasks < 1 {
+		b.Fatalf("-burst %d: a burst needs at least one task", *burstTasks)
+	}
 	var (
 		elapsed        time.Duration
 		mallocs, bytes uint64
