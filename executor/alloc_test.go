@@ -15,9 +15,10 @@ import (
 // changes allocation, so these run without it). The bounds are the size
 // classes the task path is built to: an uncontended Do allocates only fn's
 // 48-byte context, and so does a Go with a ctx that never ends (queued as
-// a plain task), whose context a batch of them carves from blocks of up
+// a plain task). If that ctx is context.Background(), the context is made
+// as the task runs, and a batch of them carves theirs from blocks of up
 // to 8 (here the key's batches are 32 long: an eighth of an allocation per
-// task); such a Submit allocates its context and Task in one
+// task); with another, it is made as the task is queued. Such a Submit allocates its context and Task in one
 // 64-byte object (a failing one also makes its Task's waiters, to keep the
 // error). With a ctx that can end, a Submit allocates its job,
 // context and Task in one 224-byte object, and the watch of its ctx
@@ -49,6 +50,7 @@ func TestHeapPerTask(t *testing.T) {
 	}
 	e := newExec[string](t, executor.WithWorkers(2))
 	bg := context.Background()
+	valued := context.WithValue(bg, ctxKey{}, "v") // never ends
 	cancelable, cancel := context.WithCancel(bg)
 	defer cancel()
 	nop := func(context.Context) error { return nil }
@@ -83,6 +85,9 @@ func TestHeapPerTask(t *testing.T) {
 			}
 		}, 1, 48},
 		{"Go", plain(func() error { return e.Go(bg, "k", nop) }), 0.25, 48},
+		// A plain Go with a ctx other than context.Background() has its
+		// context made as it is queued: one allocation.
+		{"Go with a ctx of values", plain(func() error { return e.Go(valued, "k", nop) }), 1, 48},
 		{"Submit", plain(submit(nop)), 1, 64},
 		// The 64-byte object, and the Task's waiters (32) and channel (96)
 		// for the error.

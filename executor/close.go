@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/alitto/pond/v2"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -85,7 +86,7 @@ func (e *Executor[K]) giveUp() {
 	var queued []*mailbox.Turn
 	type taken struct {
 		m  *mailbox.Mailbox
-		ps []any // the plain tasks' args
+		ps []unsafe.Pointer // the plain tasks' args (see plainArg)
 	}
 	var plain []taken
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {

@@ -120,14 +120,16 @@
 //
 // A Go whose ctx never ends (its Done returns nil, as context.Background's and
 // context.WithoutCancel's do) also allocates only its ctx, on an executor
-// without stripes: nothing can withdraw such a task, so it waits as a 24-byte
-// slot in its key's ring of plain tasks, reused from one task to the next, and
-// its ctx is made only as it starts, by the worker that runs it (a waiting Go
-// costs no ctx). A Go that runs alone allocates its ctx on its own; the Gos of
-// a batch (up to WithThroughput tasks of one key, run one after another) take
-// theirs from blocks of up to eight that the key's mailbox makes for the
-// batch's tasks yet to run, so a batch of Gos uses its last block up, and
-// leaves nothing of itself behind. As for a Do, a ctx that fn keeps keeps its
+// without stripes: nothing can withdraw such a task, so it waits as a 16-byte
+// slot in its key's ring of plain tasks, reused from one task to the next.
+// If that ctx is context.Background() itself, the slot holds only fn, and the
+// task's ctx is made only as it starts, by the worker that runs it (a waiting
+// Go costs no ctx); with any other, the ctx is made as the task is queued. A
+// Go that runs alone allocates its ctx on its own; the Gos of a batch (up to
+// WithThroughput tasks of one key, run one after another) with
+// context.Background() take theirs from blocks of up to eight that the key's
+// mailbox makes for the batch's tasks yet to run, so a batch of Gos uses its
+// last block up, and leaves nothing of itself behind. As for a Do, a ctx that fn keeps keeps its
 // block, and what the others in it refer to. Such a Submit allocates one 64-byte
 // object, its ctx and the Task it returns (which is the caller's to keep);
 // only if the task fails does its Task also make its waiters, to keep the

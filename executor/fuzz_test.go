@@ -639,8 +639,13 @@ func (r *fuzzRun) submit(kind string) string {
 		cancel()
 	} else if (kind == "Go" || kind == "Submit") && b&0x40 != 0 {
 		// A ctx that never ends: nothing withdraws the task, and an
-		// executor without stripes queues it as a plain task.
+		// executor without stripes queues it as a plain task. A plain Go
+		// with context.Background() queues no ctx (it is made as the task
+		// runs); with another, its ctx is made as it is queued.
 		ctx, ft.endless = context.WithoutCancel(ctx), true
+		if b&0x20 != 0 {
+			ctx = context.Background()
+		}
 	}
 	fn := r.body(ft)
 	// What the model expects of admission.

@@ -16,13 +16,17 @@ import (
 // mailbox (see mailbox.Plain), which the mailbox reuses, instead of as a
 // job with a queue node of its own. Such a task allocates one object. For
 // a Submit it is fn's ctx and the caller's Task together (plainSub), made
-// by the caller, who keeps the Task. For a Go it is fn's ctx, made only as
-// the task runs, by the goroutine that runs it (plainRunner): the slot
-// carries the caller's ctx, and the key is the mailbox's. So a waiting Go
-// costs no ctx, and the ctx's memory is written on the core that reads it,
-// rather than by the caller for a worker on another core to fetch. Either
-// way the ctx's core is the mailbox's, which the mailbox's plain tasks use
-// one after another (plainCore).
+// by the caller, who keeps the Task. For a Go it is fn's ctx. A Go whose
+// ctx is context.Background() itself, the common plain Go, queues nothing
+// but fn (its slot's arg is nil: see plainArg), and its ctx is made only as
+// the task runs, by the goroutine that runs it (plainRunner), the key being
+// the mailbox's: a waiting Go then costs no ctx and one pointer for the
+// collector to scan, and the ctx's memory is written on the core that
+// reads it, rather than by the caller for a worker on another core to
+// fetch. A Go with any other ctx has its ctx made by the caller, since the
+// slot has no room for the caller's ctx. Either way the ctx's core is the
+// mailbox's, which the mailbox's plain tasks use one after another
+// (plainCore).
 //
 // Admission is enter's. A key at its cap under a waiting policy parks the
 // task as a job of its own (waitPlain), like any other, since a parked task
@@ -45,8 +49,44 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		j := &job[K]{core: core[K]{e: e, unread: true}}
 		return e.waitPlain(ctx, m, fn, j, &taskCtx[K]{parent: ctx, key: key}, j)
 	}
-	e.queuePlain(m, fn, ctx)
+	var arg unsafe.Pointer // context.Background(): goCtx makes the ctx as the task runs
+	if ctx != background {
+		arg = goArg(&taskCtx[K]{parent: ctx, key: key})
+	}
+	e.queuePlain(m, fn, arg)
 	return nil
+}
+
+// background is what a plain Go's ctx is compared with: one equal to it
+// queues no ctx (see plainArg). The comparison reads the dynamic types
+// first, so it never calls the == of a caller's ctx type.
+var background = context.Background()
+
+// A plain task's arg, as its mailbox slot keeps it (one pointer: see
+// mailbox.Plain), is one of:
+//
+//   - nil: a Go whose ctx is context.Background(); its ctx is made as it
+//     runs (goCtx);
+//   - a *plainSub: a Submit;
+//   - a *taskCtx with its lowest bit set (goArg): a Go with another ctx,
+//     its ctx made by the caller, the core still to set. The bit is in the
+//     context's first byte, so the arg is still a pointer into the object,
+//     which keeps it alive; it is never read through before the bit is
+//     cleared (plainArg).
+
+// goArg is the arg of a plain Go whose ctx c its caller made.
+func goArg[K comparable](c *taskCtx[K]) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(c), 1) }
+
+// plainArg decodes a plain task's arg: a Submit's plainSub, or a Go's
+// ctx if its caller made one (see goArg), or neither (nil, nil).
+func plainArg[K comparable](arg unsafe.Pointer) (*plainSub[K], *taskCtx[K]) {
+	switch {
+	case arg == nil:
+		return nil, nil
+	case uintptr(arg)&1 != 0:
+		return nil, (*taskCtx[K])(unsafe.Add(arg, -1))
+	}
+	return (*plainSub[K])(arg), nil
 }
 
 // doPlain is an exclusive Do on an executor without stripes, made from
@@ -272,16 +312,15 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 		}
 		return &sub.task, nil
 	}
-	e.queuePlain(m, fn, s)
+	e.queuePlain(m, fn, unsafe.Pointer(s))
 	return &s.task, nil
 }
 
 // queuePlain queues fn as a plain task on m (locked by admit), with arg
-// for plainRunner (a Go's caller ctx, or a Submit's plainSub), and unlocks
-// m. The task's ctx gets the mailbox's plain core as it runs (plainTask),
+// for plainRunner (see plainArg), and unlocks m. The task's ctx gets the mailbox's plain core as it runs (plainTask),
 // and the mailbox gets its core with its first batch (NewAux), so that a
 // key with a task waiting does not pay for one.
-func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any) {
+func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer) {
 	e.submitted.Add(1)
 	var at int64
 	if e.ages {
@@ -410,7 +449,7 @@ type plainRunner[K comparable] Executor[K]
 
 // RunPlain runs a plain task's fn (mailbox.Plain), left tasks of its batch
 // yet to run, this one included.
-func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64, left int) {
+func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int) {
 	e := (*Executor[K])(p)
 	c, t := e.plainTask(m, arg, left)
 	e.runPlain(c, t, fn, stamp)
@@ -423,8 +462,8 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) any { return (*Executor[K])(
 // mailbox is free (mailbox.Plain): by then the result is written, Stats
 // account for it and the key has room for the next, as after a job's
 // Settle. For a plain Go it does nothing: nobody waits.
-func (p *plainRunner[K]) SettlePlain(arg any) {
-	if s, ok := arg.(*plainSub[K]); ok {
+func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
+	if s, _ := plainArg[K](arg); s != nil {
 		s.task.end()
 	}
 }
@@ -433,24 +472,29 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 // queuePlain queued on m with arg, as it runs (left tasks of its batch yet
 // to run, this one included) or a giving-up Close ends it (left 0): a
 // Submit's are in its plainSub, whose ctx gets m's plain core now; a Go
-// has no Task, and its ctx is made now (goCtx). Either way m has its core
-// by then (see goCtx).
-func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx[K], *Task) {
-	if s, ok := arg.(*plainSub[K]); ok {
+// has no Task, and its ctx, unless its caller made it, is made now
+// (goCtx). Either way m has its core by then (see goCtx).
+func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int) (*taskCtx[K], *Task) {
+	switch s, c := plainArg[K](arg); {
+	case s != nil:
 		s.ctx.j = m.Aux().(*core[K]) // before anything reads it: fn has not seen the ctx
 		return &s.ctx, &s.task
+	case c != nil:
+		c.j = m.Aux().(*core[K]) // as for a Submit's
+		return c, nil
 	}
-	return e.goCtx(m, arg.(context.Context), left), nil // queuePlain queues no other arg
+	return e.goCtx(m, left), nil
 }
 
-// goCtx makes the ctx of a plain Go queued on m with the caller's ctx
-// parent: the key is m's (router.KeyOf), and the core m's plain core (made
-// by the time its batch, or giveUp, reads it). A Go run in a batch, with
+// goCtx makes the ctx of a plain Go queued on m with none of its own (its
+// caller's ctx was context.Background(): see plainArg): the key is m's
+// (router.KeyOf), and the core m's plain core (made by the time its
+// batch, or giveUp, reads it). A Go run in a batch, with
 // left of the batch's tasks yet to run (this one included), takes its ctx
 // from the block its core keeps (see plainCoreOf.free), and makes a block
 // of up to ctxBlock when that is used up. One that a giving-up Close ends
 // (left 0) may run beside a batch, so it allocates its own.
-func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context, left int) *taskCtx[K] {
+func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	j := m.Aux().(*core[K])
 	var c *taskCtx[K]
 	if p := (*plainCoreOf[K])(unsafe.Pointer(j)); left > 0 && (len(p.free) > 0 || left > 1) {
@@ -458,7 +502,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, parent context.Context, left int
 	} else {
 		c = new(taskCtx[K])
 	}
-	c.parent, c.key, c.j = parent, e.router.KeyOf(m), j
+	c.parent, c.key, c.j = background, e.router.KeyOf(m), j
 	return c
 }
 
@@ -510,7 +554,7 @@ func (e *Executor[K]) releasePlain() {
 // would have ended when its turn came. Its place, its reservation and its
 // Task are given back after the callbacks, even if one calls
 // runtime.Goexit.
-func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any) {
+func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer) {
 	defer func() {
 		m.DonePlain()
 		e.unreserve()
@@ -537,7 +581,7 @@ func (e *Executor[K]) plainAhead(s *plainSub[K], f func(o *mailbox.Turn)) (live,
 	if s.ctx.ended() {
 		return false, false
 	}
-	pos, queued := m.PlainPos(s)
+	pos, queued := m.PlainPos(unsafe.Pointer(s))
 	if !queued {
 		return true, false
 	}

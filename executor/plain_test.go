@@ -62,16 +62,23 @@ func (h *handled) count(target error) int {
 	return n
 }
 
-// TestPlainGoOrder: plain Go tasks interleaved with Submit and Do on one
-// key run in the order they were accepted, one at a time.
+// TestPlainGoOrder: plain Go tasks, with context.Background() (whose
+// contexts are made as they run) and with a ctx of values (whose contexts
+// are made as they are queued), interleaved with Submit and Do on one key
+// run in the order they were accepted, one at a time, each with its
+// caller's values.
 func TestPlainGoOrder(t *testing.T) {
 	e := newExec[string](t, executor.WithWorkers(2))
 	bg := context.Background()
 	var mu sync.Mutex
 	var got []int
 	var occ occupancy
+	var lost atomic.Int32
 	note := func(i int) func(context.Context) error {
-		return func(context.Context) error {
+		return func(ctx context.Context) error {
+			if v, ok := ctx.Value(ctxKey{}).(int); (i%7 == 5) != (ok && v == i) {
+				lost.Add(1)
+			}
 			occ.enter(false)
 			defer occ.exit(false)
 			mu.Lock()
@@ -87,6 +94,8 @@ func TestPlainGoOrder(t *testing.T) {
 		switch i % 7 {
 		case 3:
 			_, err = e.Submit(bg, "k", note(i))
+		case 5:
+			err = e.Go(context.WithValue(bg, ctxKey{}, i), "k", note(i))
 		default:
 			err = e.Go(bg, "k", note(i))
 		}
@@ -104,6 +113,9 @@ func TestPlainGoOrder(t *testing.T) {
 	}
 	if o := occ.overlaps(); o != 0 {
 		t.Errorf("%d overlapping runs on one key", o)
+	}
+	if n := lost.Load(); n != 0 {
+		t.Errorf("%d tasks saw another's ctx values, or none of their own", n)
 	}
 }
 
@@ -148,7 +160,11 @@ func TestPlainGoGiveUp(t *testing.T) {
 			var want []any
 			for i := range 5 {
 				want = append(want, tc.key(i))
-				if err := e.Go(bg, tc.key(i), func(context.Context) error { ran <- i; return nil }); err != nil {
+				ctx := bg // made as it ends
+				if i%2 == 1 {
+					ctx = context.WithValue(bg, ctxKey{}, i) // made as it is queued
+				}
+				if err := e.Go(ctx, tc.key(i), func(context.Context) error { ran <- i; return nil }); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -191,7 +207,11 @@ func TestPlainGoKeys(t *testing.T) {
 	var wrong atomic.Int32
 	for i := range n {
 		key := fmt.Sprintf("k%d", i%257)
-		if err := e.Go(bg, key, func(ctx context.Context) error {
+		ctx := bg // the task's ctx is made as it runs
+		if i%3 == 0 {
+			ctx = context.WithValue(bg, ctxKey{}, i) // as it is queued
+		}
+		if err := e.Go(ctx, key, func(ctx context.Context) error {
 			if err := e.Do(ctx, key, nop); !errors.Is(err, executor.ErrReentrant) {
 				wrong.Add(1)
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -22,45 +23,59 @@ import (
 
 type valKey struct{}
 
-// TestBatchContextsReleased: the plain Gos of a batch take their contexts
-// from blocks that their mailbox keeps, made for at most the tasks of the
-// batch yet to run, so the batch uses its last block up: once the key is
-// idle, nothing in the executor refers to the callers' contexts of the
-// batch's tasks, or to what they hold.
+// TestBatchContextsReleased: the plain Gos of a batch whose caller's ctx
+// is context.Background() take their contexts from blocks that their
+// mailbox keeps, made for at most the tasks of the batch yet to run, so the
+// batch uses its last block up: once the key is idle, nothing in the
+// executor refers to those contexts. A plain Go with another ctx has its
+// context made as it is queued: once the key is idle, nothing refers to
+// the caller's ctx either, or to what it holds.
 func TestBatchContextsReleased(t *testing.T) {
-	e := newExec[string](t)
-	bg := context.Background()
-	release := make(chan struct{})
-	if err := e.Go(bg, "k", func(context.Context) error { <-release; return nil }); err != nil {
-		t.Fatal(err)
-	}
-	const n = 21 // blocks of 8, 8 and 5 for one batch behind the first task
-	gone := make([]weak.Pointer[[64]byte], n)
-	var ran sync.WaitGroup
-	ran.Add(n)
-	for i := range n {
-		value := new([64]byte)
-		gone[i] = weak.Make(value)
-		ctx := context.WithValue(bg, valKey{}, value)
-		if err := e.Go(ctx, "k", func(ctx context.Context) error {
-			if ctx.Value(valKey{}) == nil {
-				t.Error("a Go's ctx lost its caller's value")
+	for _, name := range []string{"Background", "values"} {
+		t.Run(name, func(t *testing.T) {
+			e := newExec[string](t)
+			bg := context.Background()
+			release := make(chan struct{})
+			if err := e.Go(bg, "k", func(context.Context) error { <-release; return nil }); err != nil {
+				t.Fatal(err)
 			}
-			ran.Done()
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	close(release)
-	waitAll(t, &ran)
-	waitIdle(t, e)
-	runtime.GC()
-	runtime.GC()
-	for i, p := range gone {
-		if p.Value() != nil {
-			t.Errorf("the value in the caller's ctx of Go %d of %d is still reachable once its key is idle", i+1, n)
-		}
+			const n = 21 // blocks of 8, 8 and 5 for one batch behind the first task
+			gone := make([]weak.Pointer[byte], n)
+			var ran sync.WaitGroup
+			ran.Add(n)
+			for i := range n {
+				ctx := bg
+				if name == "values" {
+					value := new([64]byte)
+					gone[i] = weak.Make(&value[0])
+					ctx = context.WithValue(bg, valKey{}, value)
+				}
+				if err := e.Go(ctx, "k", func(ctx context.Context) error {
+					if name == "values" && ctx.Value(valKey{}) == nil {
+						t.Error("a Go's ctx lost its caller's value")
+					}
+					if name == "Background" {
+						// The context's memory, a part of its block
+						// (its concrete type is the executor's own).
+						gone[i] = weak.Make((*byte)(reflect.ValueOf(ctx).UnsafePointer()))
+					}
+					ran.Done()
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			close(release)
+			waitAll(t, &ran)
+			waitIdle(t, e)
+			runtime.GC()
+			runtime.GC()
+			for i, p := range gone {
+				if p.Value() != nil {
+					t.Errorf("Go %d of %d: its ctx (Background) or the value in its caller's (values) is still reachable once its key is idle", i+1, n)
+				}
+			}
+		})
 	}
 }
 

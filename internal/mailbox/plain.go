@@ -31,8 +31,9 @@ import (
 // for its position, by its arg, then EachManyAheadPlain.
 
 // Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
-// (RunnerOptions.Plain): each slot carries only fn, the owner's arg and the
-// stamp (0 unless the runner tracks the oldest task), and RunPlain makes
+// (RunnerOptions.Plain): each slot carries only fn, the owner's arg (one
+// pointer, or nil) and the stamp (0 unless the runner tracks the oldest
+// task), and RunPlain makes
 // of them what the task needs (its context, say) on the goroutine that
 // runs it; left is how many of its batch's tasks have yet to run, this one
 // included, for an owner that makes for a batch at once what its tasks
@@ -47,14 +48,18 @@ import (
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
-	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64, left int)
-	SettlePlain(arg any)
+	RunPlain(m *Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int)
+	SettlePlain(arg unsafe.Pointer)
 	NewAux(m *Mailbox) any
 }
 
+// plainSlot is a queued plain task, 16 bytes: what a waiting task costs
+// its key, and what the collector scans for each one while it waits. The
+// arg is one word, not an interface, so a task whose arg is nil (a Go with
+// no context of its own, for the executor) holds one pointer.
 type plainSlot struct {
 	fn  func(context.Context) error
-	arg any // the owner's, for Plain
+	arg unsafe.Pointer // the owner's, for Plain
 }
 
 // plainRing is a mailbox's plain slots: first those of the running batch
@@ -76,7 +81,7 @@ type plainSlot struct {
 // kept only on a runner that tracks the oldest task (TrackOldest), in a
 // buffer of the mailbox's extra with the same indexes (the st arguments
 // below; nil elsewhere): the ring's slots, what a waiting key holds, are
-// 24 bytes, not 32.
+// 16 bytes, not 24.
 type plainRing struct {
 	ptr         *plainSlot // the buffer's first slot; nil: no buffer yet
 	head        uint32     // buffer index of the first slot (of the batch, if one runs)
@@ -208,7 +213,7 @@ func (q *plainRing) drop(n int, st *[]int64) {
 // now needs a drive loop; if so the caller must call Dispatch after unlocking.
 // A plain task cannot be canceled; the owner must also never need to find it
 // through a Turn (see Plain).
-func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg unsafe.Pointer, stamp int64) (dispatch bool) {
 	m.measure()
 	m.plain.push(plainSlot{fn: fn, arg: arg}, stamp, m.stamps())
 	m.pending.Add(1)
@@ -338,7 +343,7 @@ func (m *Mailbox) clearHeld() {
 // loop took the task into a batch (it runs or is about to) or TakePlain
 // took it out. It looks at each waiting slot in turn, so it costs the
 // length of the key's queue; the owner keeps no position per task.
-func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
+func (m *Mailbox) PlainPos(arg unsafe.Pointer) (pos uint32, queued bool) {
 	q := &m.plain
 	buf := q.buf()
 	for i := range q.queued() {
@@ -378,13 +383,13 @@ func (m *Mailbox) Local() *any { return &m.home.local }
 // in queue order, for its owner to end without running them (locked); a
 // running batch's are left to it. Each was pending: the caller must call
 // DonePlain once per task it ends, unlocked.
-func (m *Mailbox) TakePlain() []any {
+func (m *Mailbox) TakePlain() []unsafe.Pointer {
 	q := &m.plain
 	n := q.queued()
 	if n == 0 {
 		return nil
 	}
-	ps := make([]any, n)
+	ps := make([]unsafe.Pointer, n)
 	buf := q.buf()
 	for i := range ps {
 		k := q.at(int(q.cut) + i)

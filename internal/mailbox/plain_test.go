@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unsafe"
 	"weak"
 
 	"github.com/perkey/perkey/internal/mailbox"
@@ -38,15 +39,15 @@ func (p *plainWork) SettlePlain() {
 // its plainWork, and checks that the mailbox passes the one it queued on.
 type testPlain struct{}
 
-func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64, _ int) {
-	p := arg.(*plainWork)
+func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer, _ int64, _ int) {
+	p := (*plainWork)(arg)
 	if p.m != nil && p.m != m {
 		panic("plain task run for another mailbox")
 	}
 	p.RunPlain(fn)
 }
 
-func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
+func (testPlain) SettlePlain(arg unsafe.Pointer) { (*plainWork)(arg).SettlePlain() }
 
 func (testPlain) NewAux(*mailbox.Mailbox) any { return new(int) }
 
@@ -73,7 +74,7 @@ func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
 	p.done = make(chan struct{})
 	p.m = &b.m
 	b.m.Lock()
-	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
+	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, unsafe.Pointer(p), int64(id))
 	b.m.Release()
 	if dispatch {
 		b.m.Dispatch()
@@ -296,7 +297,7 @@ func TestTakePlain(t *testing.T) {
 		t.Fatalf("TakePlain: got %d, then %d; want %d, then none", len(taken), len(again), len(ps))
 	}
 	for i, p := range taken {
-		if p != ps[i] {
+		if (*plainWork)(p) != ps[i] {
 			t.Errorf("TakePlain[%d] is not the %d-th plain task queued", i, i)
 		}
 	}
@@ -348,21 +349,21 @@ func TestPlainPos(t *testing.T) {
 		ps = append(ps, b.plain(id, &log, nil))
 	}
 	b.m.Lock()
-	if _, queued := b.m.PlainPos(head); queued {
+	if _, queued := b.m.PlainPos(unsafe.Pointer(head)); queued {
 		t.Errorf("PlainPos(running task): queued")
 	}
-	if _, queued := b.m.PlainPos(new(plainWork)); queued {
+	if _, queued := b.m.PlainPos(unsafe.Pointer(new(plainWork))); queued {
 		t.Errorf("PlainPos(never queued): queued")
 	}
 	for i, p := range ps {
-		pos, queued := b.m.PlainPos(p)
+		pos, queued := b.m.PlainPos(unsafe.Pointer(p))
 		if want := uint32(4 + i); !queued || pos != want {
 			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
 		}
 	}
 	taken := b.m.TakePlain()
 	for i, p := range ps {
-		if _, queued := b.m.PlainPos(p); queued {
+		if _, queued := b.m.PlainPos(unsafe.Pointer(p)); queued {
 			t.Errorf("PlainPos(plain task %d) after TakePlain: queued", i)
 		}
 	}
@@ -545,7 +546,7 @@ func TestFastHold(t *testing.T) {
 	if b.m.Released() {
 		t.Fatal("a fast hold still taken shows as given back")
 	}
-	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, p, 1) {
+	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, unsafe.Pointer(p), 1) {
 		t.Fatal("a plain task queued behind a fast hold asked for a drive loop")
 	}
 	b.m.Release()
@@ -650,7 +651,7 @@ func TestFastHoldRace(t *testing.T) {
 					// looked may be given back meanwhile.
 					runtime.Gosched()
 				}
-				dispatch := b.m.EnqueuePlain(fn, new(plainWork), 0)
+				dispatch := b.m.EnqueuePlain(fn, unsafe.Pointer(new(plainWork)), 0)
 				b.m.Release()
 				if dispatch {
 					b.m.Dispatch()
@@ -704,7 +705,7 @@ func TestFastHoldRevoked(t *testing.T) {
 	}
 	p := new(plainWork)
 	p.done = make(chan struct{})
-	if b.m.EnqueuePlain(func(context.Context) error { return nil }, p, 0) {
+	if b.m.EnqueuePlain(func(context.Context) error { return nil }, unsafe.Pointer(p), 0) {
 		t.Error("a task queued behind a held mailbox asked for a drive loop")
 	}
 	b.m.Release()

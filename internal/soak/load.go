@@ -139,12 +139,18 @@ func (p *producer) distinctKeys(n int) []int {
 	return keys
 }
 
-// context returns a ctx for one submission: mostly Background, else one
-// that times out within 3 ms, is canceled within 2 ms, or has already ended.
+// valueKey keys the value of a submission's ctx that never ends.
+type valueKey struct{}
+
+// context returns a ctx for one submission: mostly Background or another
+// that never ends (with a value), else one that times out within 3 ms, is
+// canceled within 2 ms, or has already ended.
 func (p *producer) context() (context.Context, context.CancelFunc) {
 	switch x := p.r.IntN(100); {
-	case x < 65:
+	case x < 55:
 		return context.Background(), func() {}
+	case x < 65: // never ends either, but is not context.Background() (see executor's plainArg)
+		return context.WithValue(context.Background(), valueKey{}, x), func() {}
 	case x < 80:
 		return context.WithTimeout(context.Background(), time.Duration(p.r.Int64N(int64(3*time.Millisecond))))
 	case x < 95:
