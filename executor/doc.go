@@ -120,11 +120,12 @@
 //
 // A Go whose ctx never ends (its Done returns nil, as context.Background's and
 // context.WithoutCancel's do) also allocates only its ctx, on an executor
-// without stripes: nothing can withdraw such a task, so it waits as a 16-byte
-// slot in its key's ring of plain tasks, reused from one task to the next.
-// If that ctx is context.Background() itself, the slot holds only fn, and the
+// without stripes: nothing can withdraw such a task, so it waits as a slot in
+// its key's ring of plain tasks, reused from one task to the next. If that
+// ctx is context.Background() itself, the slot is 8 bytes, fn alone, and the
 // task's ctx is made only as it starts, by the worker that runs it (a waiting
-// Go costs no ctx); with any other, the ctx is made as the task is queued. A
+// Go costs no ctx); with any other, the ctx is made as the task is queued, and
+// the slot is 16 bytes (fn and the ctx). A
 // Go that runs alone allocates its ctx on its own; the Gos of a batch (up to
 // WithThroughput tasks of one key, run one after another) with
 // context.Background() take theirs from blocks of up to eight that the key's

@@ -20,11 +20,11 @@ import (
 // ctx is context.Background() itself, the common plain Go, queues nothing
 // but fn (its slot's arg is nil: see plainArg), and its ctx is made only as
 // the task runs, by the goroutine that runs it (plainRunner), the key being
-// the mailbox's: a waiting Go then costs no ctx and one pointer for the
-// collector to scan, and the ctx's memory is written on the core that
-// reads it, rather than by the caller for a worker on another core to
-// fetch. A Go with any other ctx has its ctx made by the caller, since the
-// slot has no room for the caller's ctx. Either way the ctx's core is the
+// the mailbox's: a waiting Go then costs no ctx and an 8-byte slot, one
+// pointer for the collector to scan, and the ctx's memory is written on the
+// core that reads it, rather than by the caller for a worker on another
+// core to fetch. A Go with any other ctx has its ctx made by the caller,
+// since a slot's arg is one pointer, not the caller's ctx. Either way the ctx's core is the
 // mailbox's, which the mailbox's plain tasks use one after another
 // (plainCore).
 //
@@ -352,11 +352,11 @@ func (e *Executor[K]) waitPlain(ctx context.Context, m *mailbox.Mailbox, fn func
 // the executor. A queued task reads it unlocked as it runs (goCtx): it was
 // made at the latest as its batch was cut (NewAux), and is never changed.
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
-	if c, ok := m.Aux().(*core[K]); ok {
-		return c
+	if c := m.Aux(); c != nil {
+		return (*core[K])(c)
 	}
 	c := e.newPlainCore(m)
-	m.SetAux(c)
+	m.SetAux(unsafe.Pointer(c))
 	return c
 }
 
@@ -456,7 +456,9 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 }
 
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
-func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) any { return (*Executor[K])(p).newPlainCore(m) }
+func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) unsafe.Pointer {
+	return unsafe.Pointer((*Executor[K])(p).newPlainCore(m))
+}
 
 // SettlePlain ends a plain Submit's Task once the task's place in its
 // mailbox is free (mailbox.Plain): by then the result is written, Stats
@@ -477,10 +479,10 @@ func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
 func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int) (*taskCtx[K], *Task) {
 	switch s, c := plainArg[K](arg); {
 	case s != nil:
-		s.ctx.j = m.Aux().(*core[K]) // before anything reads it: fn has not seen the ctx
+		s.ctx.j = (*core[K])(m.Aux()) // before anything reads it: fn has not seen the ctx
 		return &s.ctx, &s.task
 	case c != nil:
-		c.j = m.Aux().(*core[K]) // as for a Submit's
+		c.j = (*core[K])(m.Aux()) // as for a Submit's
 		return c, nil
 	}
 	return e.goCtx(m, left), nil
@@ -495,7 +497,7 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int
 // of up to ctxBlock when that is used up. One that a giving-up Close ends
 // (left 0) may run beside a batch, so it allocates its own.
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
-	j := m.Aux().(*core[K])
+	j := (*core[K])(m.Aux())
 	var c *taskCtx[K]
 	if p := (*plainCoreOf[K])(unsafe.Pointer(j)); left > 0 && (len(p.free) > 0 || left > 1) {
 		c = carve(&p.free, min(left, ctxBlock))

@@ -50,16 +50,16 @@ import (
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int)
 	SettlePlain(arg unsafe.Pointer)
-	NewAux(m *Mailbox) any
+	NewAux(m *Mailbox) unsafe.Pointer
 }
 
-// plainSlot is a queued plain task, 16 bytes: what a waiting task costs
-// its key, and what the collector scans for each one while it waits. The
-// arg is one word, not an interface, so a task whose arg is nil (a Go with
-// no context of its own, for the executor) holds one pointer.
+// plainSlot is a queued plain task's fn: 8 bytes, what a waiting task
+// costs its key and what the collector scans for it while it waits, if its
+// arg is nil (a Go with no context of its own, for the executor). The args
+// are kept beside the slots, in a buffer of the same size made only once a
+// task with an arg is queued (see plainRing).
 type plainSlot struct {
-	fn  func(context.Context) error
-	arg unsafe.Pointer // the owner's, for Plain
+	fn func(context.Context) error
 }
 
 // plainRing is a mailbox's plain slots: first those of the running batch
@@ -67,7 +67,7 @@ type plainSlot struct {
 // tail counts the slots ever queued, taken those ever taken into a batch or
 // out by TakePlain; tail-taken are queued.
 //
-// The ring is part of the mailbox (24 bytes, where a ring of its own would
+// The ring is part of the mailbox (32 bytes, where a ring of its own would
 // cost a pointer, an object and a cache line more to touch for each task
 // queued and each batch taken); its buffer is made on the first plain task
 // and kept. The ring keeps the buffer as its first slot's address and the
@@ -77,14 +77,23 @@ type plainSlot struct {
 // starts at one slot, since most keys have one task waiting, and grows
 // when full (see grown).
 //
+// The slots' args (the owner's, for Plain) are kept in a second buffer,
+// args, with the same size and indexes, made only when a task with an arg
+// other than nil is queued, and dropped when the ring is resized with none
+// queued: a key whose waiting tasks all have nil args (the executor's plain
+// Gos with context.Background()) costs 8 bytes a waiting task, one pointer
+// for the collector to scan; a Submit 16. An index that holds no queued or
+// running task always has a nil arg (drop and TakePlain clear it), so push
+// writes only the args that are not nil.
+//
 // The slots' stamps (when the owner accepted each, see OldestStamp) are
 // kept only on a runner that tracks the oldest task (TrackOldest), in a
 // buffer of the mailbox's extra with the same indexes (the st arguments
-// below; nil elsewhere): the ring's slots, what a waiting key holds, are
-// 16 bytes, not 24.
+// below; nil elsewhere), so that the other keys do without them.
 type plainRing struct {
-	ptr         *plainSlot // the buffer's first slot; nil: no buffer yet
-	head        uint32     // buffer index of the first slot (of the batch, if one runs)
+	ptr         *plainSlot      // the buffer's first slot; nil: no buffer yet
+	args        *unsafe.Pointer // the args buffer's first (see above); nil: every arg is nil
+	head        uint32          // buffer index of the first slot (of the batch, if one runs)
 	tail, taken uint32
 	cut         uint16 // slots at head in the running batch
 	log         uint8  // the buffer holds 1<<log slots, if there is one
@@ -99,6 +108,22 @@ func (q *plainRing) buf() []plainSlot {
 		return nil
 	}
 	return unsafe.Slice(q.ptr, 1<<q.log)
+}
+
+// argBuf returns the ring's args buffer, nil if it has none.
+func (q *plainRing) argBuf() []unsafe.Pointer {
+	if q.args == nil {
+		return nil
+	}
+	return unsafe.Slice(q.args, 1<<q.log)
+}
+
+// arg is the arg of the slot at buffer index k.
+func (q *plainRing) arg(k int) unsafe.Pointer {
+	if q.args == nil {
+		return nil
+	}
+	return q.argBuf()[k]
 }
 
 // len is the buffer's size in slots: 0 or a power of two.
@@ -125,13 +150,19 @@ func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 // at returns the index in buf of the i-th slot from head.
 func (q *plainRing) at(i int) int { return (int(q.head) + i) & (q.len() - 1) }
 
-func (q *plainRing) push(s plainSlot, stamp int64, st *[]int64) {
+func (q *plainRing) push(fn func(context.Context) error, arg unsafe.Pointer, stamp int64, st *[]int64) {
 	n := q.size()
 	if n == q.len() {
 		q.resize(q.grown(), st)
 	}
 	k := q.at(n)
-	q.buf()[k] = s
+	q.buf()[k] = plainSlot{fn}
+	if arg != nil {
+		if q.args == nil {
+			q.args = unsafe.SliceData(make([]unsafe.Pointer, q.len()))
+		}
+		q.argBuf()[k] = arg
+	}
 	if st != nil {
 		(*st)[k] = stamp
 	}
@@ -168,24 +199,33 @@ func (q *plainRing) grown() int {
 // bigRing is the ring size from which a full ring grows fourfold.
 const bigRing = 256
 
-// resize moves the slots (and their stamps, if kept) to new buffers of n
-// slots. A running batch may still read the old buffers: its slots are
-// copied, never overwritten.
+// resize moves the slots (and their args and stamps, if kept) to new
+// buffers of n slots; the args buffer is dropped if no slot has an arg. A
+// running batch may still read the old buffers: its slots are copied,
+// never overwritten.
 func (q *plainRing) resize(n int, st *[]int64) {
 	buf := make([]plainSlot, n)
 	var stamps []int64
 	if st != nil {
 		stamps = make([]int64, n)
 	}
-	old := q.buf()
+	old, oldArgs := q.buf(), q.argBuf()
+	var args []unsafe.Pointer
 	for i := range q.size() {
 		k := q.at(i)
 		buf[i] = old[k]
+		if oldArgs != nil && oldArgs[k] != nil {
+			if args == nil {
+				args = make([]unsafe.Pointer, n)
+			}
+			args[i] = oldArgs[k]
+		}
 		if st != nil {
 			stamps[i] = (*st)[k]
 		}
 	}
 	q.setBuf(buf)
+	q.args = unsafe.SliceData(args)
 	q.head = 0
 	if st != nil {
 		*st = stamps
@@ -195,9 +235,13 @@ func (q *plainRing) resize(n int, st *[]int64) {
 // drop removes the first n slots (a batch that ran, or queued ones taken
 // out), clearing them so that what they held can be collected.
 func (q *plainRing) drop(n int, st *[]int64) {
-	buf := q.buf()
+	buf, args := q.buf(), q.argBuf()
 	for i := range n {
-		buf[q.at(i)] = plainSlot{}
+		k := q.at(i)
+		buf[k] = plainSlot{}
+		if args != nil {
+			args[k] = nil
+		}
 	}
 	q.head = uint32(q.at(n))
 	if l := len(buf); l > 64 && q.size() <= l/8 {
@@ -215,7 +259,7 @@ func (q *plainRing) drop(n int, st *[]int64) {
 // through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg unsafe.Pointer, stamp int64) (dispatch bool) {
 	m.measure()
-	m.plain.push(plainSlot{fn: fn, arg: arg}, stamp, m.stamps())
+	m.plain.push(fn, arg, stamp, m.stamps())
 	m.pending.Add(1)
 	return m.wake()
 }
@@ -345,9 +389,8 @@ func (m *Mailbox) clearHeld() {
 // length of the key's queue; the owner keeps no position per task.
 func (m *Mailbox) PlainPos(arg unsafe.Pointer) (pos uint32, queued bool) {
 	q := &m.plain
-	buf := q.buf()
 	for i := range q.queued() {
-		if buf[q.at(int(q.cut)+i)].arg == arg {
+		if q.arg(q.at(int(q.cut)+i)) == arg {
 			return q.taken + uint32(i), true
 		}
 	}
@@ -368,11 +411,11 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 // runs a task of a batch: m had one by then); nil until then. Once set it
 // never changes, and it stays with the mailbox when the mailbox is reused
 // for another key.
-func (m *Mailbox) Aux() any { return m.aux }
+func (m *Mailbox) Aux() unsafe.Pointer { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
 // (locked). m must have none yet (Aux is nil): once set, Aux never changes.
-func (m *Mailbox) SetAux(v any) { m.aux = v }
+func (m *Mailbox) SetAux(v unsafe.Pointer) { m.aux = v }
 
 // Local returns a value, kept by m's home, that every mailbox under m's
 // lock shares (locked): what the user keeps per lock rather than per key
@@ -390,11 +433,14 @@ func (m *Mailbox) TakePlain() []unsafe.Pointer {
 		return nil
 	}
 	ps := make([]unsafe.Pointer, n)
-	buf := q.buf()
+	buf, args := q.buf(), q.argBuf()
 	for i := range ps {
 		k := q.at(int(q.cut) + i)
-		ps[i] = buf[k].arg
+		ps[i] = q.arg(k)
 		buf[k] = plainSlot{}
+		if args != nil {
+			args[k] = nil
+		}
 	}
 	q.taken = q.tail
 	return ps
@@ -447,7 +493,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	if e := m.head(); e != nil {
 		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
-	buf, first := q.buf(), int(q.head)
+	buf, args, first := q.buf(), q.argBuf(), int(q.head)
 	var stamps []int64 // read with buf, the batch's
 	if st := m.stamps(); st != nil {
 		stamps = *st
@@ -459,26 +505,28 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	m.hold = holdPlain
 	m.home.mu.Unlock()
 	settle(done)
-	m.runPlainFrom(buf, stamps, first, n, 0)
+	m.runPlainFrom(buf, args, stamps, first, n, 0)
 	m.home.mu.Lock()
 	m.endPlain()
 	return n
 }
 
 // runPlainFrom runs the tasks of a running plain batch of n, whose first
-// slot is buf[first] (its stamps in stamps, if kept), from its ran-th on (the ones before it have run). If
+// slot is buf[first] (its args in args, nil if every one is nil, and its
+// stamps in stamps, if kept), from its ran-th on (the ones before it have
+// run). If
 // a task never returns (its fn called runtime.Goexit, and RunPlain
 // accounted for it), the deferred check frees the task's place and hands
 // the rest of the batch, the mailbox and the execution slot to a fresh
 // drive loop, as runFrom does.
-func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran int) {
+func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []int64, first, n, ran int) {
 	running := false
 	defer func() {
 		if running {
 			m.ranBatched()
-			m.home.r.opt.Plain.SettlePlain(buf[(first+ran)&(len(buf)-1)].arg)
+			m.home.r.opt.Plain.SettlePlain(argAt(args, (first+ran)&(len(buf)-1)))
 			m.home.r.takeOver(func() {
-				m.runPlainFrom(buf, stamps, first, n, ran+1)
+				m.runPlainFrom(buf, args, stamps, first, n, ran+1)
 				m.home.mu.Lock()
 				m.endPlain()
 				m.home.mu.Unlock()
@@ -499,15 +547,24 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, stamps []int64, first, n, ran in
 		if clock != nil {
 			x.heldSince.Store(held(clock()))
 		}
+		arg := argAt(args, k)
 		running = true
-		p.RunPlain(m, s.fn, s.arg, stamp, n-ran)
+		p.RunPlain(m, s.fn, arg, stamp, n-ran)
 		running = false
 		m.ranBatched()
-		p.SettlePlain(s.arg)
+		p.SettlePlain(arg)
 	}
 	if m.home.r.opt.Ran != nil && ran > 0 {
 		m.home.r.opt.Ran(ran)
 	}
+}
+
+// argAt is args[k], or nil if there are no args.
+func argAt(args []unsafe.Pointer, k int) unsafe.Pointer {
+	if args == nil {
+		return nil
+	}
+	return args[k]
 }
 
 // ranBatched frees the place of a task of a running batch, plain or not,

@@ -49,7 +49,7 @@ func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, ar
 
 func (testPlain) SettlePlain(arg unsafe.Pointer) { (*plainWork)(arg).SettlePlain() }
 
-func (testPlain) NewAux(*mailbox.Mailbox) any { return new(int) }
+func (testPlain) NewAux(*mailbox.Mailbox) unsafe.Pointer { return unsafe.Pointer(new(int)) }
 
 func (p *plainWork) RunPlain(fn func(context.Context) error) {
 	p.ran.Add(1)

@@ -1,25 +1,37 @@
 package mailbox
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestRingGrowthCopies fills a plain ring the way a burst that outruns its
 // key's worker does (pushes only), then drains it batch by batch, and
 // checks what that costs: the slots copied by growing stay under 4/3 of
 // the slots queued (doubling all the way would copy 1.9 times as many
-// here), the order is kept, and the drained ring gives its memory back.
+// here), the order is kept, each slot keeps its arg (only some of the
+// first half have one), and the drained ring gives its memory back, the
+// args buffer included once no queued slot has an arg.
 func TestRingGrowthCopies(t *testing.T) {
 	const n = 70_000 // just past a power of four, where growing copies the most
 	var (
 		q      plainRing
 		stamps []int64 // kept, as on a runner that tracks the oldest task
 	)
+	vals := make([]int, n)
+	argOf := func(i int64) unsafe.Pointer {
+		if i < n/2 && i%3 == 0 {
+			return unsafe.Pointer(&vals[i])
+		}
+		return nil
+	}
 	copied, grew := 0, 0
 	for i := range n {
 		if l := q.len(); q.size() == l {
 			copied += l
 			grew++
 		}
-		q.push(plainSlot{}, int64(i), &stamps)
+		q.push(nil, argOf(int64(i)), int64(i), &stamps)
 	}
 	t.Logf("%d slots: %d growths, %d slots copied (ring of %d)", n, grew, copied, q.len())
 	if copied > 4*n/3 {
@@ -31,6 +43,9 @@ func TestRingGrowthCopies(t *testing.T) {
 		for i := range k {
 			if s := stamps[q.at(i)]; s != next {
 				t.Fatalf("slot %d holds %d", next, s)
+			}
+			if a := q.arg(q.at(i)); a != argOf(next) {
+				t.Fatalf("slot %d has arg %p; want %p", next, a, argOf(next))
 			}
 			next++
 		}
@@ -45,5 +60,17 @@ func TestRingGrowthCopies(t *testing.T) {
 	}
 	if q.len() > 64 {
 		t.Errorf("a drained ring keeps %d slots; want at most 64", q.len())
+	}
+	if q.args != nil {
+		t.Errorf("a drained ring, resized since its last arg left, keeps its args buffer")
+	}
+}
+
+// TestMailboxSize: the mailbox, the ring and its args pointer included,
+// stays at 64 bytes, what a waiting key's table node is sized for (80
+// bytes with a string key; see plainRing).
+func TestMailboxSize(t *testing.T) {
+	if s := unsafe.Sizeof(Mailbox{}); s != 64 {
+		t.Errorf("a Mailbox is %d bytes; want 64", s)
 	}
 }
