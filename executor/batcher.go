@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -190,7 +191,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
 	m.e, m.own = e, true
 	m.task.ops = &e.subOps
-	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.job, &m.ctx, m, true); err != nil {
+	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.job, &m.ctx, &m.caller, m, true); err != nil {
 		return nil, err
 	}
 	return &m.task, nil
@@ -221,7 +222,9 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 	}
 	m := &batchDo[K, M]{msg: msg, g: &b.group}
 	m.e, m.own, m.done = e, true, make(chan struct{}, 1)
-	j := e.bind(&m.job, ctx, fn, &taskCtx[K]{key: key})
+	c := newTaskCtx[K](ctx)
+	c.key = key
+	j := e.bind(&m.job, fn, c)
 	j.turn.Init(m, false)
 	j.turn.SetGrouped()
 	p, err := e.enter(ctx, j, outer, true)
@@ -258,7 +261,7 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	msgs := make([]M, 0, len(ts))
 	for _, t := range ts {
 		j := jobOf[K](t)
-		if err := j.ctx.parent.Err(); err != nil {
+		if err := j.ctx.caller().Err(); err != nil {
 			e.abandon(j, err) // left out: its ctx ended before the batch started
 			continue
 		}
@@ -292,7 +295,8 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	// The batch's context marks the key as held; a nested call borrows
 	// the first message's job's slot count (it is alive until the batch
 	// settles).
-	c := &taskCtx[K]{key: first.key, parent: context.WithoutCancel(first.parent), j: &jobs[0].core}
+	c := newTaskCtx[K](context.WithoutCancel(first.caller()))
+	c.key, c.st = first.key, unsafe.Pointer(&jobs[0].core)
 	var start time.Time
 	returned := false // fn returned, or its panic was recovered and reported
 	defer func() {

@@ -268,7 +268,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	}
 	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
 	s.task.ops = &e.subOps
-	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, s, false); err != nil {
+	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, &s.caller, s, false); err != nil {
 		return nil, err
 	}
 	return &s.task, nil
@@ -296,16 +296,18 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 		return e.goPlain(ctx, key, fn)
 	}
 	g := &jobWithCtx[K]{job: job[K]{core: core[K]{e: e, unread: true}}} // no caller reads the result
-	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.job, false)
+	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.caller, &g.job, false)
 }
 
 // enqueueAsync queues the asynchronous job j of fn on key, run with the
-// task context c; w is j's Work (j, or a Batcher's message around it,
+// task context c, whose caller's ctx is kept at home (see setCaller); w is
+// j's Work (j, or a Batcher's message around it,
 // grouped, whose Work is mailbox.Grouped).
 func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.Context) error,
-	j *job[K], c *taskCtx[K], w mailbox.Work, grouped bool) error {
+	j *job[K], c *taskCtx[K], home *context.Context, w mailbox.Work, grouped bool) error {
 	c.key = key
-	e.bind(j, ctx, fn, c)
+	c.setCaller(ctx, home)
+	e.bind(j, fn, c)
 	j.async = true
 	watched := ctx.Done() != nil
 	j.watched = watched

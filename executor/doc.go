@@ -101,7 +101,9 @@
 //
 // An uncontended Do runs fn on the caller's goroutine: no hand-off. A Do or
 // DoShared allocates one object, the ctx fn receives (48 bytes with a string
-// key: the caller's ctx, the key, and a link to the task while it lives);
+// key: the caller's ctx, the key, and one word naming the task while it
+// lives; 32 bytes when a ctx made on its own has context.Background() for
+// its caller's, which it finds without keeping a copy);
 // the rest of the task is recycled once the call has returned, and a Do
 // that runs at once (on an executor without stripes) has nothing else: its
 // hold is a mark in the key's mailbox. That ctx
@@ -123,16 +125,17 @@
 // without stripes: nothing can withdraw such a task, so it waits as a slot in
 // its key's ring of plain tasks, reused from one task to the next. If that
 // ctx is context.Background() itself, the slot is 8 bytes, fn alone, and the
-// task's ctx is made only as it starts, by the worker that runs it (a waiting
-// Go costs no ctx); with any other, the ctx is made as the task is queued, and
-// the slot is 16 bytes (fn and the ctx). A
+// task's 32-byte ctx is made only as it starts, by the worker that runs it (a
+// waiting Go costs no ctx); with any other, the 48-byte ctx is made as the
+// task is queued, and the slot is 16 bytes (fn and the ctx). A
 // Go that runs alone allocates its ctx on its own; the Gos of a batch (up to
 // WithThroughput tasks of one key, run one after another) with
 // context.Background() take theirs from blocks of up to eight that the key's
 // mailbox makes for the batch's tasks yet to run, so a batch of Gos uses its
 // last block up, and leaves nothing of itself behind. As for a Do, a ctx that fn keeps keeps its
-// block, and what the others in it refer to. Such a Submit allocates one 64-byte
-// object, its ctx and the Task it returns (which is the caller's to keep);
+// block, and what the others in it refer to. Such a Submit allocates one
+// object, its ctx and the Task it returns (which is the caller's to keep): 48
+// bytes with context.Background(), 64 with another ctx;
 // only if the task fails does its Task also make its waiters, to keep the
 // error. With
 // a ctx that can end, a Go allocates one 208-byte object (the task and its

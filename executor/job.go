@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"go.uber.org/zap"
 
@@ -50,7 +51,7 @@ type job[K comparable] struct {
 	stop func() bool
 }
 
-// core is what a running task's context reads of its task (taskCtx.j):
+// core is what a running task's context reads of its task (taskCtx.st):
 // the job's, or for a plain task (see plain.go) its mailbox's, which the
 // plain tasks of that mailbox use one after another.
 type core[K comparable] struct {
@@ -80,7 +81,8 @@ const (
 // jobWithCtx is what Go allocates: the job and fn's context, one object.
 type jobWithCtx[K comparable] struct {
 	job[K]
-	ctx taskCtx[K]
+	ctx    taskCtx[K]
+	caller context.Context // ctx's caller's (see setCaller)
 }
 
 // work is what a task's mailbox.Work is: its job, or a Batcher's message
@@ -127,7 +129,7 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 func (j *job[K]) Run() {
 	e := j.e
 	c := j.ctx
-	err := c.parent.Err()
+	err := c.caller().Err()
 	if err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
@@ -159,7 +161,7 @@ func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
 // while the goroutine unwinds; invoke never returns.
 func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(context.Context) error, stamp int64,
 	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
-	c.j.fresh()
+	c.job().fresh()
 	returned := false
 	defer func() {
 		if returned {
@@ -290,14 +292,16 @@ var (
 // on key (or on keys, if not nil), with a fresh context.
 func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) error, key K, keys *[]K) *job[K] {
 	j := e.jobs.Get().(*job[K])
-	c := &taskCtx[K]{key: key}
+	c := newTaskCtx[K](ctx)
+	c.key = key
 	j.multi = keys
-	return e.bind(j, ctx, fn, c)
+	return e.bind(j, fn, c)
 }
 
-// bind makes j a call of fn with ctx, run with the task context c.
-func (e *Executor[K]) bind(j *job[K], ctx context.Context, fn func(context.Context) error, c *taskCtx[K]) *job[K] {
-	c.parent, c.j = ctx, &j.core
+// bind makes j a call of fn, run with the task context c, whose caller's
+// ctx is set (setCaller). Nothing else can see c yet.
+func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx[K]) *job[K] {
+	c.st = unsafe.Pointer(&j.core)
 	j.fn, j.ctx = fn, c
 	return j
 }

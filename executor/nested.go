@@ -166,7 +166,7 @@ func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
 	if lent {
 		r.Acquire()
 		outer.unlent()
-		if e := outer.j.e; e.leanDo && e.pending.Add(-1) == 0 {
+		if e := outer.job().e; e.leanDo && e.pending.Add(-1) == 0 {
 			e.drainIfDone()
 		}
 	}

@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -47,11 +48,15 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		return err
 	case wait:
 		j := &job[K]{core: core[K]{e: e, unread: true}}
-		return e.waitPlain(ctx, m, fn, j, &taskCtx[K]{parent: ctx, key: key}, j)
+		c := newTaskCtx[K](ctx)
+		c.key = key
+		return e.waitPlain(m, fn, j, c, j)
 	}
 	var arg unsafe.Pointer // context.Background(): goCtx makes the ctx as the task runs
 	if ctx != background {
-		arg = goArg(&taskCtx[K]{parent: ctx, key: key})
+		c := newTaskCtx[K](ctx)
+		c.key = key
+		arg = goArg(c)
 	}
 	e.queuePlain(m, fn, arg)
 	return nil
@@ -120,8 +125,8 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		slot = outer.takeSlot(e.runner)
 	}
 	if slot != noSlot {
-		c := e.newCtx(m)
-		c.parent, c.key, c.j = ctx, key, e.plainCore(m)
+		c := e.newCtx(m, ctx)
+		c.key, c.st = key, unsafe.Pointer(e.plainCore(m))
 		m.HoldPlain()
 		if slot == ownSlot && e.obs == nil && !e.ages {
 			m.Release()
@@ -192,14 +197,14 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	if e.obs != nil {
 		e.tellAccepted(func() { e.abandoned(c, nil, false, ErrGoexit) })
 	}
-	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
+	if err = c.caller().Err(); err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
 	if err != nil {
 		e.abandoned(c, nil, false, err)
 		return err
 	}
-	n := plainCounts(c.j)
+	n := plainCounts(c.job())
 	outcome, start, err := e.invoke(c, n, nil, fn, stamp, func(start time.Time) { e.finished(c, n, nil, false, ErrGoexit, Failed, start) })
 	e.finished(c, n, nil, false, err, outcome, start)
 	return err
@@ -223,7 +228,7 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 			err = e.leanEnded(c, recover())
 		}
 	}()
-	if err = c.parent.Err(); err == nil && e.force.Err() != nil {
+	if err = c.caller().Err(); err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
 	if err != nil {
@@ -232,11 +237,12 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		e.abandoned(c, nil, false, err)
 		return err
 	}
-	c.j.fresh()
+	j := (*core[K])(c.st) // the caller's own: nothing else has seen c
+	j.fresh()
 	e.ranAtOnce.Add(1)
 	err = fn(c)
 	returned = true
-	n := plainCounts(c.j) // before end: the core is m's for good, but c stops reading it
+	n := plainCounts(j) // before end: the core is m's for good, but c stops reading it
 	c.end()
 	n.completed.Add(1)
 	return err
@@ -247,7 +253,7 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 // returns the *PanicError, once logged; if the logger exits instead, the
 // task has been accounted for (as panicked) before it is called.
 func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
-	n := plainCounts(c.j)
+	n := plainCounts(c.job())
 	c.end()
 	n.completed.Add(1)
 	if v == nil { // Since Go 1.21 panic(nil) is a *runtime.PanicNilError
@@ -268,7 +274,8 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 }
 
 // plainSub is what a plain Submit allocates, in one object: the caller's
-// Task and fn's ctx (64 bytes with a string key). It keeps no result: fn's
+// Task and fn's ctx (48 bytes with a string key and context.Background();
+// with another ctx, 64, in a plainSubHome). It keeps no result: fn's
 // error, or why it never ran, goes to the Task's waiters (Task.fail), made
 // only for a task that fails. A Wait from inside a task finds a queued
 // plainSub in its mailbox's queue by its address (see plainAhead), so it
@@ -276,6 +283,23 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 type plainSub[K comparable] struct {
 	task Task
 	ctx  taskCtx[K]
+}
+
+// plainSubHome is a plainSub with a home for its caller's ctx (setCaller),
+// for a ctx other than context.Background().
+type plainSubHome[K comparable] struct {
+	plainSub[K] // first: a *plainSub is its plainSubHome's address
+	caller      context.Context
+}
+
+// newPlainSub makes the plainSub of a Submit with ctx.
+func newPlainSub[K comparable](ctx context.Context) *plainSub[K] {
+	if ctx == background {
+		return &plainSub[K]{ctx: taskCtx[K]{parent: &background}}
+	}
+	h := &plainSubHome[K]{caller: ctx}
+	h.ctx.parent = &h.caller
+	return &h.plainSub
 }
 
 // plainOf returns the plainSub whose Task t is.
@@ -298,7 +322,8 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 
 // submitPlain is Submit for a plain task.
 func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
-	s := &plainSub[K]{task: Task{ops: &e.plainOps}, ctx: taskCtx[K]{parent: ctx, key: key}}
+	s := newPlainSub[K](ctx)
+	s.task.ops, s.ctx.key = &e.plainOps, key
 	m, wait, err := e.admit(ctx, key, nil)
 	switch {
 	case err != nil:
@@ -306,8 +331,9 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 	case wait:
 		sub := &submission[K]{job: job[K]{core: core[K]{e: e}}}
 		sub.task.ops = &e.subOps
-		sub.ctx.parent, sub.ctx.key = ctx, key
-		if err := e.waitPlain(ctx, m, fn, &sub.job, &sub.ctx, sub); err != nil {
+		sub.ctx.key = key
+		sub.ctx.setCaller(ctx, &sub.caller)
+		if err := e.waitPlain(m, fn, &sub.job, &sub.ctx, sub); err != nil {
 			return nil, err
 		}
 		return &sub.task, nil
@@ -330,12 +356,14 @@ func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) er
 }
 
 // waitPlain parks a plain task that admit sent to the waiting room of m
-// (locked) as the asynchronous job j of fn, with context c (nobody's yet)
-// and Work w, and waits for room as any Go or Submit does.
-func (e *Executor[K]) waitPlain(ctx context.Context, m *mailbox.Mailbox, fn func(context.Context) error,
+// (locked) as the asynchronous job j of fn, with context c (nobody's yet,
+// its caller's ctx set) and Work w, and waits for room as any Go or Submit
+// does.
+func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) error,
 	j *job[K], c *taskCtx[K], w mailbox.Work) error {
+	ctx := c.caller()
 	j.async = true
-	e.bind(j, ctx, fn, c)
+	e.bind(j, fn, c)
 	j.turn.Init(w, false)
 	p, err := e.waitRoom(ctx, j, m, nil)
 	if err == nil && p == queuedLent {
@@ -376,7 +404,7 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 type plainCoreOf[K comparable] struct {
 	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
 	counts  *taskCounts
-	free    []taskCtx[K]
+	free    []taskCtx[K] // for context.Background(): see setCaller
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
@@ -397,7 +425,7 @@ const ctxBlock = 8
 // its mailboxes' Local: the block that newCtx is carving task contexts
 // from, and the counts of the shard's plain tasks.
 type shardLocal[K comparable] struct {
-	free   []taskCtx[K]
+	free   []ctxHome[K]
 	counts *taskCounts
 }
 
@@ -416,25 +444,30 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	return s
 }
 
-// newCtx returns a zero context for a Do of m (locked): one of a block
-// of ctxBlock, made for the tasks of m's router shard, instead of one
-// allocation per task. Each context is still a task's own, never reused,
+// newCtx returns a context for a Do of m (locked) with the caller's ctx:
+// one of a block of ctxBlock, made for the tasks of m's router shard,
+// instead of one allocation per task, each with a home for its caller's
+// ctx (48 bytes with a string key). One kind of block for every ctx keeps
+// the bound below: the shard's next Dos use the block up whatever their
+// ctxs. Each context is still a task's own, never reused,
 // so one that fn keeps never speaks for a later task. The cost is in what
 // a block keeps: a context that fn keeps keeps the up to ctxBlock-1 others
 // of its block, and what they refer to (their callers' contexts), until it
 // is dropped; and the block being carved keeps those of the shard's tasks
 // that have ended, until it is used up (TestEndedContextsReleased).
-func (e *Executor[K]) newCtx(m *mailbox.Mailbox) *taskCtx[K] {
-	return carve(&e.shardLocal(m).free, ctxBlock)
+func (e *Executor[K]) newCtx(m *mailbox.Mailbox, ctx context.Context) *taskCtx[K] {
+	h := carve(&e.shardLocal(m).free, ctxBlock)
+	h.c.setCaller(ctx, &h.caller)
+	return &h.c
 }
 
-// carve returns the next context of the block *free, first making a block
-// of n if it is used up. Once the last one is taken it drops the block: an
-// empty slice of it would still keep it, and with it the ended contexts
-// carved from it.
-func carve[K comparable](free *[]taskCtx[K], n int) *taskCtx[K] {
+// carve returns the next context (or ctxHome) of the block *free, first
+// making a block of n if it is used up. Once the last one is taken it
+// drops the block: an empty slice of it would still keep it, and with it
+// the ended contexts carved from it.
+func carve[T any](free *[]T, n int) *T {
 	if len(*free) == 0 {
-		*free = make([]taskCtx[K], n)
+		*free = make([]T, n)
 	}
 	c := &(*free)[0]
 	if *free = (*free)[1:]; len(*free) == 0 {
@@ -479,10 +512,11 @@ func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
 func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int) (*taskCtx[K], *Task) {
 	switch s, c := plainArg[K](arg); {
 	case s != nil:
-		s.ctx.j = (*core[K])(m.Aux()) // before anything reads it: fn has not seen the ctx
+		// Before fn sees the ctx; a Wait on the Task may be reading it.
+		atomic.StorePointer(&s.ctx.st, m.Aux())
 		return &s.ctx, &s.task
 	case c != nil:
-		c.j = (*core[K])(m.Aux()) // as for a Submit's
+		c.st = m.Aux() // nothing but this task has seen c
 		return c, nil
 	}
 	return e.goCtx(m, left), nil
@@ -504,7 +538,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	} else {
 		c = new(taskCtx[K])
 	}
-	c.parent, c.key, c.j = background, e.router.KeyOf(m), j
+	c.parent, c.key, c.st = &background, e.router.KeyOf(m), unsafe.Pointer(j)
 	return c
 }
 
@@ -519,7 +553,7 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 		e.plainAbandoned(c, t, ErrClosed)
 		return
 	}
-	outcome, start, err := e.invoke(c, plainCounts(c.j), nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(c, plainCounts(c.job()), nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
 	e.plainEnded(c, t, err, outcome, start)
 }
 
@@ -531,7 +565,7 @@ func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outc
 		t.fail(err) // before the callbacks: one may never return
 	}
 	defer e.releasePlain()
-	e.finished(c, plainCounts(c.j), nil, t == nil, err, outcome, start)
+	e.finished(c, plainCounts(c.job()), nil, t == nil, err, outcome, start)
 }
 
 // plainAbandoned accounts for a plain task (with context c, and Task t as

@@ -131,7 +131,9 @@ func TestEndedContextsReleased(t *testing.T) {
 
 // TestRetainedContext keeps the ctx of a finished Do and checks it after
 // many later calls: its values are its own caller's, it is canceled, and it
-// no longer marks the key as held.
+// no longer marks the key as held. Every other fn asks for Done while it
+// runs, so that both ways a context ends are checked: with and without the
+// child Done makes.
 func TestRetainedContext(t *testing.T) {
 	for _, workers := range []int{1, 4} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
@@ -144,6 +146,13 @@ func TestRetainedContext(t *testing.T) {
 					parent := context.WithValue(context.Background(), valKey{}, i)
 					err := e.Do(parent, fmt.Sprint("k", i%7), func(ctx context.Context) error {
 						kept[i] = ctx
+						if i%2 == 0 {
+							select {
+							case <-ctx.Done():
+								t.Errorf("Do %d: its ctx is done while it runs", i)
+							default:
+							}
+						}
 						return nil
 					})
 					if err != nil {

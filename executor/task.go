@@ -27,7 +27,7 @@ var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(
 // always a field of one (a submission, or a plain Submit's plainSub), at
 // a fixed offset, and each op steps back from the Task to it (see subOf,
 // plainOf). An executor keeps one taskOps per kind. One pointer, where an
-// interface would take two words, keeps a plain Submit's object at 64
+// interface would take two words, keeps a plain Submit's object at 48
 // bytes.
 type taskOps struct {
 	// result is fn's error, or why the task never ran; read once it ended.
@@ -130,8 +130,9 @@ func (t *Task) fail(err error) {
 // context and the caller's Task.
 type submission[K comparable] struct {
 	job[K]
-	ctx  taskCtx[K]
-	task Task
+	ctx    taskCtx[K]
+	task   Task
+	caller context.Context // ctx's caller's (see setCaller)
 }
 
 // subOf returns the submission whose Task t is.
@@ -203,84 +204,171 @@ type marker interface {
 // Close cancels running tasks, and when fn returns; and, while fn runs, it
 // marks the keys the task holds, so that nested calls can see them.
 //
-// It is the only allocation of a Do (48 bytes with a string key; a Go or a
-// Submit allocates it together with its job; a Do that runs at once takes it
-// from a block of them, see newCtx, and a plain Go's is made as it runs, from
-// a block of them if it runs in a batch, see goCtx): fn may keep its ctx
-// (hand it to a goroutine, say), so it is never recycled, and everything
-// that is recycled lives in the job it names while the task is alive. It costs no further allocation unless fn asks for Done: only
-// then is a cancelable child of the caller's ctx made.
+// It is the only allocation of a Do (32 bytes with a string key and
+// context.Background(), 48 with another ctx: see newTaskCtx; a Go or a
+// Submit allocates it together with its job; a Do that runs at once takes
+// it from a block of them, see newCtx, and a plain Go's is made as it
+// runs, from a block of them if it runs in a batch, see goCtx): fn may
+// keep its ctx (hand it to a goroutine, say), so it is never recycled, and
+// everything that is recycled lives in the job it names while the task is
+// alive. It costs no further allocation unless fn asks for Done: only then
+// is a cancelable child of the caller's ctx made.
 type taskCtx[K comparable] struct {
-	parent context.Context
+	// parent points to the caller's ctx: to background, or to a field of
+	// the object the context is part of (see setCaller), so that the
+	// common context.Background() costs one word, not an interface's two.
+	parent *context.Context
 	key    K // a single-key task's (a multi-key task's are its job's)
 
-	// j is the task's job, set before fn or a nested call can read it and
-	// never changed (a plain Submit's as it starts: until then a Wait on its
-	// Task reads only its key and whether it ended). It is the task's only while the context has not ended:
-	// after that the job may be recycled, so a context that has ended
-	// never reads it again (see live). A reader that found the context
-	// live may go on using what a job keeps for good (j.e) and, while its
-	// own task is blocked in a nested call, what the job keeps for the
-	// running task (the lent-slot mark).
-	j *core[K]
+	// st is the task's state, one word, read atomically once the context
+	// can be shared:
+	//
+	//   - nil: a queued plain Submit's, not started (it gets its core as
+	//     it starts: until then a Wait on its Task reads only its key and
+	//     whether it ended);
+	//   - a *core[K]: the task's job, live, nobody asked Done;
+	//   - an *innerCtx[K], tagged (see tagInner): the child Done made,
+	//     which keeps the job;
+	//   - endedState: the task ended before anyone asked Done.
+	//
+	// The job is the task's only while the context has not ended: after
+	// that it may be recycled, so a context that has ended never reads it
+	// again (see live). A reader that found the context live may go on
+	// using what a job keeps for good (j.e) and, while its own task is
+	// blocked in a nested call, what the job keeps for the running task
+	// (the lent-slot mark).
+	st unsafe.Pointer
+}
 
-	// inner is nil while the task runs and nobody asked Done, the child
-	// context Done made, or endedCtx once the task ended with no child.
-	inner atomic.Pointer[innerCtx]
+// endedState is the st of a context that ended with no child: the address
+// of endedMark, which is even (a uint64 is aligned to at least 4), so that
+// it is never taken for a tagged child.
+var endedState = unsafe.Pointer(&endedMark)
+
+var endedMark uint64
+
+// tagInner is the st of a context whose child is in: a pointer into in
+// with its lowest bit set, which keeps in alive and is never read through
+// before the bit is cleared (innerOf).
+func tagInner[K comparable](in *innerCtx[K]) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(in), 1) }
+
+// innerOf returns the child a st holds, or nil.
+func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
+	if uintptr(st)&1 == 0 {
+		return nil
+	}
+	return (*innerCtx[K])(unsafe.Add(st, -1))
+}
+
+// setCaller makes ctx c's caller's context. context.Background() is found
+// at background; any other is kept at home, which must be a field of the
+// object c is part of (or c's own home, see newTaskCtx).
+func (c *taskCtx[K]) setCaller(ctx context.Context, home *context.Context) {
+	if ctx == background {
+		c.parent = &background
+		return
+	}
+	*home = ctx
+	c.parent = home
+}
+
+// ctxHome is a task context with a home for its caller's ctx.
+type ctxHome[K comparable] struct {
+	c      taskCtx[K]
+	caller context.Context
+}
+
+// newTaskCtx makes a task context for the caller's ctx, on its own: with
+// a home for ctx unless it is context.Background().
+func newTaskCtx[K comparable](ctx context.Context) *taskCtx[K] {
+	if ctx == background {
+		return &taskCtx[K]{parent: &background}
+	}
+	h := &ctxHome[K]{caller: ctx}
+	h.c.parent = &h.caller
+	return &h.c
+}
+
+// caller is the caller's ctx.
+func (c *taskCtx[K]) caller() context.Context { return *c.parent }
+
+// load returns the context's state (see st).
+func (c *taskCtx[K]) load() unsafe.Pointer { return atomic.LoadPointer(&c.st) }
+
+// job returns the task's job, for the task itself (or a reader that holds
+// it: while the context is live).
+func (c *taskCtx[K]) job() *core[K] {
+	st := c.load()
+	if in := innerOf[K](st); in != nil {
+		return in.j
+	}
+	return (*core[K])(st)
 }
 
 // live returns the task's job while the context has not ended, else nil
 // (and nil for a nil context: a call made from outside any task).
 func (c *taskCtx[K]) live() *core[K] {
-	if c == nil || c.ended() {
+	if c == nil {
 		return nil
 	}
-	return c.j
+	st := c.load()
+	if st == endedState {
+		return nil
+	}
+	if in := innerOf[K](st); in != nil {
+		if in.ended.Load() {
+			return nil
+		}
+		return in.j
+	}
+	return (*core[K])(st)
 }
 
 // exec is the executor of a running task's context, or nil once it ended.
 func (c *taskCtx[K]) exec() *Executor[K] {
-	if c.ended() {
-		return nil
+	if j := c.live(); j != nil {
+		return j.e
 	}
-	return c.j.e
+	return nil
 }
 
 // ended reports whether fn has returned (or the task will never run).
 func (c *taskCtx[K]) ended() bool {
-	in := c.inner.Load()
-	return in == endedCtx || (in != nil && in.ended.Load())
+	st := c.load()
+	if in := innerOf[K](st); in != nil {
+		return in.ended.Load()
+	}
+	return st == endedState
 }
 
 // innerCtx is the cancelable child of the caller's ctx that Done makes.
-type innerCtx struct {
+type innerCtx[K comparable] struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	stop   func() bool
+	j      *core[K]    // the task's job, as st held it
 	ended  atomic.Bool // the task ended (see taskCtx.end)
 }
 
-// endedCtx marks a task context that ended before anyone asked Done.
-var endedCtx = &innerCtx{}
+func (c *taskCtx[K]) callerCtx() context.Context { return c.caller() }
 
-func (c *taskCtx[K]) callerCtx() context.Context { return c.parent }
-
-func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.parent.Deadline() }
+func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.caller().Deadline() }
 
 // closedDone is what Done returns once a task's context has ended.
 var closedDone = ended.ch
 
 func (c *taskCtx[K]) Done() <-chan struct{} {
-	switch in := c.inner.Load(); in {
-	case nil:
-	case endedCtx:
+	st := c.load()
+	if st == endedState {
 		return closedDone
-	default:
+	}
+	if in := innerOf[K](st); in != nil {
 		return in.ctx.Done()
 	}
-	ctx, cancel := context.WithCancel(c.parent)
-	in := &innerCtx{ctx: ctx, cancel: cancel, stop: context.AfterFunc(c.j.e.force, cancel)}
-	if !c.inner.CompareAndSwap(nil, in) {
+	j := (*core[K])(st)
+	ctx, cancel := context.WithCancel(c.caller())
+	in := &innerCtx[K]{ctx: ctx, cancel: cancel, stop: context.AfterFunc(j.e.force, cancel), j: j}
+	if !atomic.CompareAndSwapPointer(&c.st, st, tagInner(in)) {
 		// Another Done won, or the task ended meanwhile.
 		in.stop()
 		cancel()
@@ -291,20 +379,14 @@ func (c *taskCtx[K]) Done() <-chan struct{} {
 }
 
 func (c *taskCtx[K]) Err() error {
-	switch in := c.inner.Load(); in {
-	case nil:
-	case endedCtx:
-		if err := c.parent.Err(); err != nil {
-			return err
-		}
-		return context.Canceled
-	default:
+	st := c.load()
+	if in := innerOf[K](st); in != nil {
 		return in.ctx.Err()
 	}
-	if err := c.parent.Err(); err != nil {
+	if err := c.caller().Err(); err != nil {
 		return err
 	}
-	if c.j.e.force.Err() != nil {
+	if st == endedState || (*core[K])(st).e.force.Err() != nil {
 		return context.Canceled
 	}
 	return nil
@@ -315,26 +397,32 @@ func (c *taskCtx[K]) Value(key any) any {
 		if !c.ended() {
 			return c
 		}
-		return c.parent.Value(key)
+		return c.caller().Value(key)
 	}
-	return c.parent.Value(key) // Done's child adds no values
+	return c.caller().Value(key) // Done's child adds no values
 }
 
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // end cancels the context once fn has returned (or the task will never
-// run); from then on it no longer reads its job.
+// run); from then on it no longer reads its job. It may be called again,
+// and then does nothing more.
 func (c *taskCtx[K]) end() {
-	if c.inner.CompareAndSwap(nil, endedCtx) {
-		return
+	for {
+		st := c.load()
+		if st == endedState {
+			return
+		}
+		if in := innerOf[K](st); in != nil {
+			in.ended.Store(true)
+			in.stop()
+			in.cancel()
+			return
+		}
+		if atomic.CompareAndSwapPointer(&c.st, st, endedState) {
+			return
+		}
 	}
-	in := c.inner.Load()
-	if in == endedCtx {
-		return // ended already: end may be called again, and does nothing
-	}
-	in.ended.Store(true)
-	in.stop()
-	in.cancel()
 }
 
 // keys returns a running multi-key task's keys, or nil.
