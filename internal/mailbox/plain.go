@@ -82,7 +82,10 @@ type plainSlot struct {
 // other than nil is queued, and dropped when the ring is resized with none
 // queued: a key whose waiting tasks all have nil args (the executor's plain
 // Gos with context.Background()) costs 8 bytes a waiting task, one pointer
-// for the collector to scan; a Submit 16. An index that holds no queued or
+// for the collector to scan; a Submit 16. A ring that grows with an arg
+// queued (or being pushed) makes its slots and their args as one object,
+// the args after the slots, so that a key of Submits grows with one
+// allocation a growth (see resize). An index that holds no queued or
 // running task always has a nil arg (drop and TakePlain clear it), so push
 // writes only the args that are not nil.
 //
@@ -153,7 +156,7 @@ func (q *plainRing) at(i int) int { return (int(q.head) + i) & (q.len() - 1) }
 func (q *plainRing) push(fn func(context.Context) error, arg unsafe.Pointer, stamp int64, st *[]int64) {
 	n := q.size()
 	if n == q.len() {
-		q.resize(q.grown(), st)
+		q.resize(q.grown(), arg != nil, st)
 	}
 	k := q.at(n)
 	q.buf()[k] = plainSlot{fn}
@@ -200,24 +203,37 @@ func (q *plainRing) grown() int {
 const bigRing = 256
 
 // resize moves the slots (and their args and stamps, if kept) to new
-// buffers of n slots; the args buffer is dropped if no slot has an arg. A
+// buffers of n slots; the args buffer is dropped if no slot has an arg,
+// and kept if one has, or if withArgs (the push that grows the ring has
+// one). The slots and their args are then made as one object, the args
+// after the slots: a Submit's ring grows with one allocation, not two. A
 // running batch may still read the old buffers: its slots are copied,
 // never overwritten.
-func (q *plainRing) resize(n int, st *[]int64) {
-	buf := make([]plainSlot, n)
+func (q *plainRing) resize(n int, withArgs bool, st *[]int64) {
+	old, oldArgs := q.buf(), q.argBuf()
+	for i := 0; !withArgs && oldArgs != nil && i < q.size(); i++ {
+		withArgs = oldArgs[q.at(i)] != nil
+	}
+	var (
+		buf  []plainSlot
+		args []unsafe.Pointer
+	)
+	if withArgs {
+		// A slot is one pointer (its fn), so the object is 2n pointers:
+		// the collector scans the slots as it would a []plainSlot.
+		both := make([]unsafe.Pointer, 2*n)
+		buf, args = unsafe.Slice((*plainSlot)(unsafe.Pointer(&both[0])), n), both[n:]
+	} else {
+		buf = make([]plainSlot, n)
+	}
 	var stamps []int64
 	if st != nil {
 		stamps = make([]int64, n)
 	}
-	old, oldArgs := q.buf(), q.argBuf()
-	var args []unsafe.Pointer
 	for i := range q.size() {
 		k := q.at(i)
 		buf[i] = old[k]
 		if oldArgs != nil && oldArgs[k] != nil {
-			if args == nil {
-				args = make([]unsafe.Pointer, n)
-			}
 			args[i] = oldArgs[k]
 		}
 		if st != nil {
@@ -247,7 +263,7 @@ func (q *plainRing) drop(n int, st *[]int64) {
 	if l := len(buf); l > 64 && q.size() <= l/8 {
 		// Give back what a burst took: memory follows the work now
 		// (and Mailbox.Reset drops all but a small ring).
-		q.resize(l/4, st)
+		q.resize(l/4, false, st)
 	}
 }
 

@@ -66,6 +66,36 @@ func TestRingGrowthCopies(t *testing.T) {
 	}
 }
 
+// TestRingGrowthAllocs: a ring whose tasks all have args (a key of plain
+// Submits) grows with one allocation a growth, its slots and their args in
+// one object; one whose tasks have none with one too, and no args buffer.
+// 16 tasks grow a ring 1, 2, 4, 8, 16 slots: 5 allocations.
+func TestRingGrowthAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes allocation")
+	}
+	var v int
+	for _, tc := range []struct {
+		name string
+		arg  unsafe.Pointer
+	}{{"with args", unsafe.Pointer(&v)}, {"without", nil}} {
+		t.Run(tc.name, func(t *testing.T) {
+			allocs := testing.AllocsPerRun(100, func() {
+				var q plainRing
+				for range 16 {
+					q.push(nil, tc.arg, 0, nil)
+				}
+				if (q.args != nil) != (tc.arg != nil) {
+					t.Fatalf("args buffer %v with args %v", q.args != nil, tc.arg != nil)
+				}
+			})
+			if allocs != 5 {
+				t.Errorf("16 pushes onto an empty ring allocate %v times; want 5, one a growth", allocs)
+			}
+		})
+	}
+}
+
 // TestMailboxSize: the mailbox, the ring and its args pointer included,
 // stays at 64 bytes, what a waiting key's table node is sized for (80
 // bytes with a string key; see plainRing).

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mailbox
+
+const raceEnabled = false

@@ -1,0 +1,6 @@
+//go:build race
+
+package mailbox
+
+// raceEnabled: the race detector changes allocation, which some tests count.
+const raceEnabled = true
