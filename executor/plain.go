@@ -297,8 +297,8 @@ func newPlainSub[K comparable](ctx context.Context) *plainSub[K] {
 	if ctx == background {
 		return &plainSub[K]{ctx: taskCtx[K]{parent: &background}}
 	}
-	h := &plainSubHome[K]{caller: ctx}
-	h.ctx.parent = &h.caller
+	h := new(plainSubHome[K])
+	h.ctx.setCaller(ctx, &h.caller)
 	return &h.plainSub
 }
 

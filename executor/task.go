@@ -284,8 +284,8 @@ func newTaskCtx[K comparable](ctx context.Context) *taskCtx[K] {
 	if ctx == background {
 		return &taskCtx[K]{parent: &background}
 	}
-	h := &ctxHome[K]{caller: ctx}
-	h.c.parent = &h.caller
+	h := new(ctxHome[K])
+	h.c.setCaller(ctx, &h.caller)
 	return &h.c
 }
 
