@@ -75,18 +75,48 @@ func (e *Executor[K]) unreserveBatch(n int) {
 	}
 }
 
-// drainIfDone lets Close return once the executor is closed, no
-// reservation is held and no execution slot is owned: an accepted task
+// drainIfDone lets Close return once the executor is closed and sealed,
+// no reservation is held and no execution slot is owned: an accepted task
 // holds a reservation until it settles, except an uncontended Do on an
-// executor without a global cap (leanSlot), which holds only its slot. It is
-// called as the last reservation is given back, and as a slot is given
-// back (mailbox.RunnerOptions.Released); Close calls it once it has set
-// closed. Each of those writes its count, then reads the others', so the
-// last one to finish sees them all at 0.
+// executor without a global cap (leanSlot), which holds only its slot, and
+// a queued plain task there, whose shard's counts hold it (plainHeld). It is
+// called as the last reservation is given back, as a plain batch's are
+// (settlePlain), and as a slot is given back
+// (mailbox.RunnerOptions.Released); Close calls it once it has sealed.
+// Each of those writes its count, then reads the others', so the last one
+// to finish sees them all at 0.
 func (e *Executor[K]) drainIfDone() {
-	if e.closed.Load() && e.pending.Load() == 0 && e.runner.Active() == 0 {
+	if e.closed.Load() && e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
 		e.drain()
 	}
+}
+
+// plainHeld is how many queued plain tasks hold a reservation in their
+// shard's counts (see admitPlain): none on an executor with a global cap,
+// whose plain tasks reserve as any other. It is read once Close has
+// sealed the executor, when no shard's submitted count moves any more,
+// and settled only grows towards it.
+func (e *Executor[K]) plainHeld() uint64 {
+	if !e.batchRelease {
+		return 0
+	}
+	e.shardsMu.Lock()
+	defer e.shardsMu.Unlock()
+	var n uint64
+	for _, c := range e.shards {
+		settled := c.settled.Load() // first: it only grows towards submitted
+		n += c.submitted.Load() - settled
+	}
+	return n
+}
+
+// seal lets Close's drain count, once closed is set: it waits for every
+// submission that holds a router shard's lock to let go of it, so that a
+// plain task accepted there, having read closed false, is counted by then
+// (see admitPlain), and any later one reads closed true.
+func (e *Executor[K]) seal() {
+	e.router.Barrier()
+	e.sealed.Store(true)
 }
 
 // park waits, after the mailbox parked j, until j is admitted to the queue,
@@ -163,11 +193,12 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 // only under a per-key cap, or for a policy that reads queue age.
 func (e *Executor[K]) asksKey() bool { return e.cfg.maxPerKey != 0 || e.needsAge }
 
-// askKeyHeld is askKey for a submission that holds m's lock and a
-// reservation (admit). If the Policy calls runtime.Goexit, which neither
-// returns nor panics, it gives both back as the goroutine exits: the
-// submission was never accepted, and nothing is left held.
-func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
+// askKeyHeld is askKey for a submission that holds m's lock and, if
+// reserved, a reservation (admit; admitPlain takes none first). If the
+// Policy calls runtime.Goexit, which neither returns nor panics, it gives
+// both back as the goroutine exits: the submission was never accepted,
+// and nothing is left held.
+func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K, reserved bool) (backpressure.Verdict, error) {
 	if !e.asksKey() {
 		return backpressure.Admit, nil
 	}
@@ -175,7 +206,9 @@ func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K) (backpressure.Verdic
 	defer func() {
 		if asking {
 			m.Release()
-			e.unreserve()
+			if reserved {
+				e.unreserve()
+			}
 		}
 	}()
 	v, err := e.askKey(m, key)

@@ -36,6 +36,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	}
 	if !e.closed.Swap(true) {
 		close(e.closing) // parked submitters leave with ErrClosed
+		e.seal()
 	}
 	e.drainIfDone()
 	var err error

@@ -452,3 +452,64 @@ func TestCloseIdleEndedCtx(t *testing.T) {
 		}
 	}
 }
+
+// TestCloseRacesPlain: plain Gos and Submits (context.Background(), no
+// global cap: their reservations are their router shard's counts, see
+// admitPlain) racing with a Close that waits. Each submission either fails
+// with ErrClosed or is accepted, and every accepted task has run by the
+// time Close returns: one accepted as Close seals the executor must not
+// be missed by its drain, and then lost or run after it.
+func TestCloseRacesPlain(t *testing.T) {
+	runs := 300
+	if testing.Short() {
+		runs = 60
+	}
+	for run := range runs {
+		e, err := executor.New[int](executor.WithWorkers(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ran, accepted atomic.Int64
+		task := func(context.Context) error { ran.Add(1); return nil }
+		var wg sync.WaitGroup
+		for p := range 4 {
+			wg.Go(func() {
+				for n := 0; ; n++ {
+					key := (p*7 + n) % 64 // spread over the router's shards
+					var err error
+					if n%2 == 0 {
+						err = e.Go(context.Background(), key, task)
+					} else {
+						_, err = e.Submit(context.Background(), key, task)
+					}
+					switch {
+					case err == nil:
+						accepted.Add(1)
+					case errors.Is(err, executor.ErrClosed):
+						return
+					default:
+						t.Errorf("submission: got %v; want nil or ErrClosed", err)
+						return
+					}
+				}
+			})
+		}
+		for ran.Load() < int64(run%5) { // close at different depths of the queues
+			runtime.Gosched()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), patience)
+		err = e.Close(ctx)
+		cancel()
+		ranAtClose := ran.Load()
+		if err != nil {
+			t.Fatalf("Close: got %v; want nil", err)
+		}
+		waitAll(t, &wg)
+		if got, want := ranAtClose, accepted.Load(); got != want {
+			t.Fatalf("run %d: %d tasks had run when Close returned; want all %d accepted", run, got, want)
+		}
+		if s := e.Stats(); s.Submitted != uint64(accepted.Load()) || s.Completed != s.Submitted || !balanced(s) {
+			t.Fatalf("Stats after Close: got %+v; want %d submitted, all completed, balanced", s, accepted.Load())
+		}
+	}
+}

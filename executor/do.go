@@ -159,7 +159,7 @@ func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *m
 		e.unreserve()
 		return nil, false, errWaitsOnCaller
 	}
-	v, err := e.askKeyHeld(m, key)
+	v, err := e.askKeyHeld(m, key, true)
 	if v == backpressure.Reject {
 		m.Release()
 		e.unreserve()

@@ -25,7 +25,9 @@
 // result comes back through the task's done signal. Five calls go back up,
 // each because the lower layer must act on something only the upper one
 // knows: the mailbox runs and ends turns through the executor's Work (Run,
-// Settle, Promote); a drive loop reports a finished batch (RunnerOptions.Ran)
+// Settle, Promote, and Plain for plain tasks); a drive loop reports a
+// finished batch (RunnerOptions.Ran, or Plain.RanPlain with its mailbox, so
+// that a plain batch's reservations go back to its router shard's counts)
 // so the executor gives back its reservations in one step; the runner
 // reports a slot given back (RunnerOptions.Released), since Close's drain
 // waits for free slots as well as reservations (an uncontended Do without a

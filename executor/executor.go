@@ -30,7 +30,8 @@ type Executor[K comparable] struct {
 	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
 
 	// batchRelease: with no global cap, a batch's reservations are given
-	// back in one step at its end (see unreserveBatch).
+	// back in one step at its end (see unreserveBatch), and a queued plain
+	// task's reservation is its router shard's count (see admitPlain).
 	batchRelease bool
 	// leanDo: an uncontended Do made outside any task takes no reservation,
 	// only its execution slot (see leanSlot).
@@ -52,21 +53,23 @@ type Executor[K comparable] struct {
 	// Counters, each on its own cache line: submitters write pending and
 	// submitted, workers started and completed. Queued and Running are
 	// derived (Submitted - Started - Canceled and Started - Completed), so
-	// Stats add up by construction. Plain tasks count started and completed
-	// in their router shard's taskCounts (shards, see plainCore): a key's
-	// tasks run a batch at a time on one worker, so those lines move
-	// between cores once a batch, where one executor-wide line would move
-	// with every task. Jobs and Batcher messages count them here.
-	pending   paddedInt64 // accepted and not yet ended: WithMaxPending, and what Close drains
+	// Stats add up by construction. Jobs and Batcher messages count here.
+	// Queued plain tasks count in their router shard's shardCounts
+	// (shards), which their submitters write under the shard's lock, and
+	// the drive loops that run them a batch at a time: no line that
+	// every submitter or every worker writes moves between the cores with
+	// each task.
+	pending   paddedInt64 // accepted and not yet ended, but for plain tasks (see admitPlain): WithMaxPending, and what Close drains
 	submitted paddedUint64
 	counts    taskCounts
 
-	shardsMu sync.Mutex    // guards shards
-	shards   []*taskCounts // one per router shard or stripe that ran a plain task or a Do at once
+	shardsMu sync.Mutex     // guards shards
+	shards   []*shardCounts // one per router shard or stripe that queued a plain task or ran a Do at once
 	// ranAtOnce counts tasks submitted and started in one step, by a Do that
 	// runs fn at once (runLean): Stats adds it to both.
 	ranAtOnce paddedUint64
 	closed    atomic.Bool
+	sealed    atomic.Bool // Close has seen every router shard's lock closed (see seal)
 
 	rejected, canceled, panicked, slow atomic.Uint64
 
@@ -112,6 +115,25 @@ type paddedUint64 struct {
 type taskCounts struct {
 	started, completed atomic.Uint64
 	_                  [48]byte
+}
+
+// shardCounts are a router shard's (or stripe's) counts of its plain tasks
+// (see shardLocal), on lines apart by who writes them:
+//
+//   - submitted: the plain tasks queued on the shard's keys, counted by
+//     their submitters under the shard's lock (queuePlain), in the count
+//     the shard keeps beside its lock (mailbox.Mailbox.Count);
+//   - started and completed: as taskCounts, by the drive loops that run
+//     them;
+//   - settled: the queued plain tasks that have ended and given back their
+//     reservation, on an executor without a global cap (batchRelease),
+//     where submitted - settled is what the shard's tasks hold for Close's
+//     drain (see admitPlain); by the drive loops, once a batch.
+type shardCounts struct {
+	submitted *atomic.Uint64
+	taskCounts
+	settled atomic.Uint64
+	_       [56]byte
 }
 
 // Stats is a snapshot of an executor's counters. At any quiet moment
@@ -273,9 +295,12 @@ func (e *Executor[K]) Stats() Stats {
 	for _, n := range e.shards {
 		started += n.started.Load()
 	}
-	e.shardsMu.Unlock()
 	canceled := e.canceled.Load()
 	submitted := e.submitted.Load() + atOnce
+	for _, n := range e.shards {
+		submitted += n.submitted.Load()
+	}
+	e.shardsMu.Unlock()
 	return Stats{
 		ActiveKeys: e.router.Live(),
 		Queued:     int(submitted - started - canceled),

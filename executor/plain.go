@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
@@ -42,7 +43,7 @@ func (e *Executor[K]) plainLane(ctx context.Context) bool {
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
-	m, wait, err := e.admit(ctx, key, nil)
+	m, wait, err := e.admitPlain(ctx, key)
 	switch {
 	case err != nil:
 		return err
@@ -324,7 +325,7 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
 	s := newPlainSub[K](ctx)
 	s.task.ops, s.ctx.key = &e.plainOps, key
-	m, wait, err := e.admit(ctx, key, nil)
+	m, wait, err := e.admitPlain(ctx, key)
 	switch {
 	case err != nil:
 		return nil, err
@@ -342,12 +343,52 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 	return &s.task, nil
 }
 
-// queuePlain queues fn as a plain task on m (locked by admit), with arg
-// for plainRunner (see plainArg), and unlocks m. The task's ctx gets the mailbox's plain core as it runs (plainTask),
-// and the mailbox gets its core with its first batch (NewAux), so that a
-// key with a task waiting does not pay for one.
+// admitPlain is admit for a plain task: it returns key's mailbox locked,
+// and whether the task must wait for room there (as a job: see waitPlain).
+//
+// On an executor with a global cap it is admit. Without one
+// (batchRelease), a task that is queued at once takes no reservation of
+// its own: its shard's counts hold it for Close's drain, from when
+// queuePlain counts it submitted, under the shard's lock, until its
+// batch gives back its batch's at once (settlePlain); nothing that every
+// submitter writes is touched. This is sound because the task reads
+// closed under the same lock: Close sets closed, then takes every shard's
+// lock once (seal) before its drain counts anything, so either the task
+// sees closed, or Close's drain sees it submitted. A task that waits for
+// room is a job, and reserves as any does.
+func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox, wait bool, err error) {
+	if !e.batchRelease {
+		return e.admit(ctx, key, nil)
+	}
+	if e.closed.Load() {
+		return nil, false, e.reject(ErrClosed) // before the Policy is asked
+	}
+	m = e.router.Acquire(key)
+	v, err := e.askKeyHeld(m, key, false)
+	switch {
+	case v == backpressure.Reject:
+		m.Release()
+		return nil, false, e.reject(err)
+	case e.closed.Load(): // under the lock: see above
+		m.Release()
+		return nil, false, e.reject(ErrClosed)
+	case v == backpressure.Wait:
+		e.pending.Add(1) // seen by Close as the task is: under the lock
+		return m, true, nil
+	}
+	return m, false, nil
+}
+
+// queuePlain queues fn as a plain task on m (locked by admitPlain), with
+// arg for plainRunner (see plainArg), and unlocks m. The task is counted
+// submitted in its shard's counts (see admitPlain). The task's ctx gets
+// the mailbox's plain core as it runs (plainTask), and the mailbox gets
+// its core with its first batch (NewAux), so that a key with a task
+// waiting does not pay for one.
 func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer) {
-	e.submitted.Add(1)
+	if m.Count().Add(1) == 1 {
+		e.shardLocal(m) // the shard's first: Stats and the drain count it from now on
+	}
 	var at int64
 	if e.ages {
 		at = monotime() // under m's lock, as stamp does for a job
@@ -403,19 +444,20 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
 // from it until the key's next Gos use it up, or the mailbox is dropped.
 type plainCoreOf[K comparable] struct {
 	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
-	counts  *taskCounts
+	counts  *shardCounts
 	free    []taskCtx[K] // for context.Background(): see setCaller
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
 // router shard.
 func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *core[K] {
-	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: e.shardLocal(m).counts}).core
+	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: &e.shardLocal(m).counts}).core
 }
 
-// plainCounts returns the counts of a plain core, j (a mailbox's Aux).
+// plainCounts returns the started and completed counts of a plain core, j
+// (a mailbox's Aux): its shard's.
 func plainCounts[K comparable](j *core[K]) *taskCounts {
-	return (*plainCoreOf[K])(unsafe.Pointer(j)).counts
+	return &(*plainCoreOf[K])(unsafe.Pointer(j)).counts.taskCounts
 }
 
 // ctxBlock is how many task contexts newCtx carves out of one allocation.
@@ -423,10 +465,13 @@ const ctxBlock = 8
 
 // shardLocal is what the executor keeps per router shard (or stripe), as
 // its mailboxes' Local: the block that newCtx is carving task contexts
-// from, and the counts of the shard's plain tasks.
+// from, and the counts of the shard's plain tasks. Both are written under
+// the shard's lock, but for the counts the drive loops write, on lines of
+// their own (see shardCounts), and submitted, which the shard keeps
+// beside its lock.
 type shardLocal[K comparable] struct {
 	free   []ctxHome[K]
-	counts *taskCounts
+	counts shardCounts
 }
 
 // shardLocal returns m's shard's shardLocal, made on the first need
@@ -435,9 +480,9 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	l := m.Local()
 	s, _ := (*l).(*shardLocal[K])
 	if s == nil {
-		s = &shardLocal[K]{counts: new(taskCounts)}
+		s = &shardLocal[K]{counts: shardCounts{submitted: m.Count()}}
 		e.shardsMu.Lock()
-		e.shards = append(e.shards, s.counts)
+		e.shards = append(e.shards, &s.counts)
 		e.shardsMu.Unlock()
 		*l = s
 	}
@@ -486,6 +531,23 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 	e := (*Executor[K])(p)
 	c, t := e.plainTask(m, arg, left)
 	e.runPlain(c, t, fn, stamp)
+}
+
+// RanPlain gives back the reservations of a plain batch's n tasks on m
+// (mailbox.Plain), if its shard holds them (see admitPlain); with a global
+// cap each gave back its own as it ended (releasePlain).
+func (p *plainRunner[K]) RanPlain(m *mailbox.Mailbox, n int) {
+	if e := (*Executor[K])(p); e.batchRelease {
+		e.settlePlain(m, n)
+	}
+}
+
+// settlePlain gives back the reservations that n plain tasks of m (which
+// has its plain core by then) held in their shard's counts, and lets
+// Close return if they were the last (see drainIfDone).
+func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
+	(*plainCoreOf[K])(m.Aux()).counts.settled.Add(uint64(n))
+	e.drainIfDone()
 }
 
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
@@ -593,7 +655,11 @@ func (e *Executor[K]) releasePlain() {
 func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer) {
 	defer func() {
 		m.DonePlain()
-		e.unreserve()
+		if e.batchRelease {
+			e.settlePlain(m, 1)
+		} else {
+			e.unreserve()
+		}
 		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
 	c, t := e.plainTask(m, arg, 0)

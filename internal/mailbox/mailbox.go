@@ -46,12 +46,14 @@ type Owner interface {
 // the mailbox itself, since it made the mailbox (see router's nodeOf).
 //
 // The runner and the owner are set once (Init) and read by the mailboxes
-// beside the lock, on the cache line that taking the lock brings in.
+// beside the lock, on the cache line that taking the lock brings in; the
+// user's value and count (Mailbox.Count) are on that line as well.
 type Home struct {
 	mu    sync.Mutex
 	r     *Runner
 	owner Owner
-	local any // guarded by mu
+	local any           // guarded by mu
+	count atomic.Uint64 // written under mu; see Mailbox.Count
 }
 
 // Init prepares h for mailboxes that run on r and retire through o.

@@ -3,6 +3,7 @@ package mailbox
 import (
 	"context"
 	"math/bits"
+	"sync/atomic"
 	"unsafe"
 )
 
@@ -43,13 +44,18 @@ import (
 // after a return and hands the key to a fresh drive loop. Like Work.Settle,
 // SettlePlain is called once the task's place in the mailbox is free (after
 // RunPlain, returned or not), to wake whoever waits for the task: by then
-// the key has room again. NewAux makes the value that m's plain tasks
+// the key has room again. RanPlain is a plain batch's RunnerOptions.Ran:
+// it is called unlocked once the n tasks of a batch on m have settled
+// (not before n, even if one called runtime.Goexit), so that work done
+// for many tasks at once can be left to it, with the mailbox it was for
+// (the executor gives back their reservations in m's router shard). NewAux makes the value that m's plain tasks
 // share (Aux), if its owner stored none: it is called locked, as the
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int)
 	SettlePlain(arg unsafe.Pointer)
+	RanPlain(m *Mailbox, n int)
 	NewAux(m *Mailbox) unsafe.Pointer
 }
 
@@ -438,6 +444,13 @@ func (m *Mailbox) SetAux(v unsafe.Pointer) { m.aux = v }
 // (Aux), say a stock of what its tasks draw on. It is nil until stored.
 func (m *Mailbox) Local() *any { return &m.home.local }
 
+// Count returns a counter, kept by m's home, that every mailbox under m's
+// lock shares, for its user to add to under the lock and read at any time:
+// it sits beside the lock, so that adding to it while holding the lock
+// costs no cache line more than the lock does (the executor counts its
+// plain tasks submitted there).
+func (m *Mailbox) Count() *atomic.Uint64 { return &m.home.count }
+
 // TakePlain takes every queued plain task out of m and returns their args
 // in queue order, for its owner to end without running them (locked); a
 // running batch's are left to it. Each was pending: the caller must call
@@ -570,8 +583,8 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []
 		m.ranBatched()
 		p.SettlePlain(arg)
 	}
-	if m.home.r.opt.Ran != nil && ran > 0 {
-		m.home.r.opt.Ran(ran)
+	if ran > 0 {
+		p.RanPlain(m, ran)
 	}
 }
 

@@ -37,7 +37,9 @@ func (p *plainWork) SettlePlain() {
 
 // testPlain is the tests' mailbox.Plain: it runs each plain task through
 // its plainWork, and checks that the mailbox passes the one it queued on.
-type testPlain struct{}
+type testPlain struct {
+	ran *atomic.Int64 // if set, counts the tasks RanPlain hears of
+}
 
 func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer, _ int64, _ int) {
 	p := (*plainWork)(arg)
@@ -48,6 +50,12 @@ func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, ar
 }
 
 func (testPlain) SettlePlain(arg unsafe.Pointer) { (*plainWork)(arg).SettlePlain() }
+
+func (p testPlain) RanPlain(_ *mailbox.Mailbox, n int) {
+	if p.ran != nil {
+		p.ran.Add(int64(n))
+	}
+}
 
 func (testPlain) NewAux(*mailbox.Mailbox) unsafe.Pointer { return unsafe.Pointer(new(int)) }
 
@@ -204,11 +212,13 @@ func TestPlainBatchLongerThanMaxCut(t *testing.T) {
 
 // TestPlainGoexit: a plain task whose RunPlain ends its goroutine in the
 // middle of a batch costs the key nothing: the tasks behind it run in
-// order on a fresh drive loop, Ran counts every task, and the mailbox
+// order on a fresh drive loop, Ran and RanPlain count every task, and the mailbox
 // retires.
 func TestPlainGoexit(t *testing.T) {
 	var ran atomic.Int64
-	r := newRunnerWith(t, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }})
+	// The head is a Turn, whose batch Ran hears of; the plain tasks' go
+	// to RanPlain.
+	r := newRunnerWith(t, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }, Plain: testPlain{ran: &ran}})
 	b := newBox(r)
 	var log runLog
 	head := newGatedWork(-1, &log)
@@ -230,7 +240,7 @@ func TestPlainGoexit(t *testing.T) {
 		t.Fatalf("run order %v; want %v", got, want)
 	}
 	if got := ran.Load(); got != 11 {
-		t.Errorf("Ran reported %d tasks; want 11", got)
+		t.Errorf("Ran and RanPlain reported %d tasks; want 11", got)
 	}
 	if p := b.pending(); p != 0 || b.o.retired.Load() == 0 {
 		t.Errorf("after the drain: Pending %d, retired %d times; want 0 and retired", p, b.o.retired.Load())

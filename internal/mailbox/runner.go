@@ -84,11 +84,12 @@ type RunnerOptions struct {
 	// is 0. It costs an atomic add per task.
 	MeasureService bool
 
-	// Ran, if set, is called unlocked after the tasks of a batch have
-	// settled, with how many of them ran (see Turn.Batched): work that can
-	// be done for many tasks at once (the executor gives back their
-	// reservations) can be left to Ran. It and Plain are the calls from a
-	// drive loop back to its owner other than the turns' Work.
+	// Ran, if set, is called unlocked after the tasks of a batch of Turns
+	// have settled, with how many of them ran (see Turn.Batched): work
+	// that can be done for many tasks at once (the executor gives back
+	// their reservations) can be left to Ran. A batch of plain tasks goes
+	// to Plain.RanPlain instead, with its mailbox. Ran and Plain are the
+	// calls from a drive loop back to its owner other than the turns' Work.
 	Ran func(n int)
 
 	// Plain runs the plain tasks that owners queue on the runner's

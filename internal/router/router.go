@@ -28,10 +28,13 @@ type shard[K comparable] struct {
 	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by home's lock
 	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
 	// home's lock. They also keep the space in the shard's struct that keeps
-	// neighbouring shard locks off one cache line.
+	// neighbouring shard locks off one cache line; the padding at the end
+	// makes a shard 256 bytes, so that each one's lock, and what its home
+	// keeps beside it, start a line (TestShardSize).
 	spares [maxSpares]*node[K]
 	nspare int
 	live   int // mailboxes that are not idle; guarded by home's lock (see Live)
+	_      [24]byte
 }
 
 // maxSpares is how many retired nodes a shard keeps for reuse while it has
@@ -320,6 +323,25 @@ func (rt *Router[K]) Live() int {
 		s.home.Unlock()
 	}
 	return n
+}
+
+// Barrier takes and gives back the lock of every shard (and stripe), one
+// after another: whatever held one when it was called has let go of it
+// by the time Barrier returns, and whoever takes one afterwards sees what
+// the caller wrote before the call. (The executor's Close writes closed,
+// then waits here: a plain task is accepted under its shard's lock after
+// reading closed there.)
+func (rt *Router[K]) Barrier() {
+	for i := range rt.stripes {
+		rt.stripes[i].home.Lock()
+		//lint:ignore SA2001 the lock is taken to wait for its holder
+		rt.stripes[i].home.Unlock()
+	}
+	for i := range rt.shards {
+		rt.shards[i].home.Lock()
+		//lint:ignore SA2001 the lock is taken to wait for its holder
+		rt.shards[i].home.Unlock()
+	}
 }
 
 // Each calls f with every live mailbox and a key that maps to it (for a

@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"testing"
+	"unsafe"
 
 	"github.com/alitto/pond/v2"
 
@@ -109,5 +110,23 @@ func checkNodeOf[K comparable](t *testing.T, rt *Router[K], key func(int) K) {
 		} else {
 			f.Release()
 		}
+	}
+}
+
+// TestShardSize: a shard is a whole number of cache lines, so that in the
+// router's array of shards every shard's lock, and the count its home keeps
+// beside it (mailbox.Mailbox.Count), start a line of their own.
+func TestShardSize(t *testing.T) {
+	for name, size := range map[string]uintptr{
+		"string":   unsafe.Sizeof(shard[string]{}),
+		"int":      unsafe.Sizeof(shard[int]{}),
+		"[64]byte": unsafe.Sizeof(shard[[64]byte]{}),
+	} {
+		if size%64 != 0 {
+			t.Errorf("shard[%s] is %d bytes; want a multiple of 64", name, size)
+		}
+	}
+	if off := unsafe.Offsetof(shard[string]{}.home); off != 0 {
+		t.Errorf("a shard's home is at offset %d; want 0", off)
 	}
 }
