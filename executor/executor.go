@@ -111,10 +111,11 @@ type paddedUint64 struct {
 }
 
 // taskCounts are the started and completed counts of some tasks, on a
-// cache line of their own (see Executor.counts).
+// cache line of their own (see Executor.counts), and for a shard's plain
+// tasks how many settled (see shardCounts): the drive loops write them all.
 type taskCounts struct {
-	started, completed atomic.Uint64
-	_                  [48]byte
+	started, completed, settled atomic.Uint64
+	_                           [40]byte
 }
 
 // shardCounts are a router shard's (or stripe's) counts of its plain tasks
@@ -123,8 +124,7 @@ type taskCounts struct {
 //   - submitted: the plain tasks queued on the shard's keys, counted by
 //     their submitters under the shard's lock (queuePlain), in the count
 //     the shard keeps beside its lock (mailbox.Mailbox.Count);
-//   - started and completed: as taskCounts, by the drive loops that run
-//     them;
+//   - started and completed, by the drive loops that run them;
 //   - settled: the queued plain tasks that have ended and given back their
 //     reservation, on an executor without a global cap (batchRelease),
 //     where submitted - settled is what the shard's tasks hold for Close's
@@ -132,8 +132,6 @@ type taskCounts struct {
 type shardCounts struct {
 	submitted *atomic.Uint64
 	taskCounts
-	settled atomic.Uint64
-	_       [56]byte
 }
 
 // Stats is a snapshot of an executor's counters. At any quiet moment
