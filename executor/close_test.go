@@ -14,6 +14,7 @@ import (
 	"github.com/alitto/pond/v2"
 	"go.uber.org/goleak"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -455,61 +456,80 @@ func TestCloseIdleEndedCtx(t *testing.T) {
 
 // TestCloseRacesPlain: plain Gos and Submits (context.Background(), no
 // global cap: their reservations are their router shard's counts, see
-// admitPlain) racing with a Close that waits. Each submission either fails
-// with ErrClosed or is accepted, and every accepted task has run by the
+// admitPlain) racing with a Close that waits, on an executor without caps,
+// and on one whose per-key cap parks submissions (Block) or refuses them
+// (FailFast). Each submission is accepted, or fails with ErrClosed (or, at
+// the cap under FailFast, ErrBusy), and every accepted task has run by the
 // time Close returns: one accepted as Close seals the executor must not
 // be missed by its drain, and then lost or run after it.
 func TestCloseRacesPlain(t *testing.T) {
-	runs := 300
-	if testing.Short() {
-		runs = 60
+	for _, tc := range []struct {
+		name string
+		opts []executor.Option
+	}{
+		{"no caps", nil},
+		{"cap Block", []executor.Option{executor.WithMaxQueuePerKey(4), executor.WithPolicy(backpressure.Block())}},
+		{"cap FailFast", []executor.Option{executor.WithMaxQueuePerKey(4)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			runs := 200
+			if testing.Short() {
+				runs = 40
+			}
+			for run := range runs {
+				closeRacingPlain(t, run, append([]executor.Option{executor.WithWorkers(2)}, tc.opts...))
+			}
+		})
 	}
-	for run := range runs {
-		e, err := executor.New[int](executor.WithWorkers(2))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ran, accepted atomic.Int64
-		task := func(context.Context) error { ran.Add(1); return nil }
-		var wg sync.WaitGroup
-		for p := range 4 {
-			wg.Go(func() {
-				for n := 0; ; n++ {
-					key := (p*7 + n) % 64 // spread over the router's shards
-					var err error
-					if n%2 == 0 {
-						err = e.Go(context.Background(), key, task)
-					} else {
-						_, err = e.Submit(context.Background(), key, task)
-					}
-					switch {
-					case err == nil:
-						accepted.Add(1)
-					case errors.Is(err, executor.ErrClosed):
-						return
-					default:
-						t.Errorf("submission: got %v; want nil or ErrClosed", err)
-						return
-					}
+}
+
+// closeRacingPlain is one round of TestCloseRacesPlain, closing once run%5
+// tasks have run, so that Close finds the queues at different depths.
+func closeRacingPlain(t *testing.T, run int, opts []executor.Option) {
+	e, err := executor.New[int](opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran, accepted atomic.Int64
+	task := func(context.Context) error { ran.Add(1); return nil }
+	var wg sync.WaitGroup
+	for p := range 4 {
+		wg.Go(func() {
+			for n := 0; ; n++ {
+				key := (p*7 + n) % 64 // spread over the router's shards
+				var err error
+				if n%2 == 0 {
+					err = e.Go(context.Background(), key, task)
+				} else {
+					_, err = e.Submit(context.Background(), key, task)
 				}
-			})
-		}
-		for ran.Load() < int64(run%5) { // close at different depths of the queues
-			runtime.Gosched()
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), patience)
-		err = e.Close(ctx)
-		cancel()
-		ranAtClose := ran.Load()
-		if err != nil {
-			t.Fatalf("Close: got %v; want nil", err)
-		}
-		waitAll(t, &wg)
-		if got, want := ranAtClose, accepted.Load(); got != want {
-			t.Fatalf("run %d: %d tasks had run when Close returned; want all %d accepted", run, got, want)
-		}
-		if s := e.Stats(); s.Submitted != uint64(accepted.Load()) || s.Completed != s.Submitted || !balanced(s) {
-			t.Fatalf("Stats after Close: got %+v; want %d submitted, all completed, balanced", s, accepted.Load())
-		}
+				switch {
+				case err == nil:
+					accepted.Add(1)
+				case errors.Is(err, executor.ErrClosed):
+					return
+				case !errors.Is(err, executor.ErrBusy):
+					t.Errorf("submission: got %v; want nil, ErrClosed or ErrBusy", err)
+					return
+				}
+			}
+		})
+	}
+	for ran.Load() < int64(run%5) {
+		runtime.Gosched()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), patience)
+	err = e.Close(ctx)
+	cancel()
+	ranAtClose := ran.Load()
+	if err != nil {
+		t.Fatalf("Close: got %v; want nil", err)
+	}
+	waitAll(t, &wg)
+	if got, want := ranAtClose, accepted.Load(); got != want {
+		t.Fatalf("run %d: %d tasks had run when Close returned; want all %d accepted", run, got, want)
+	}
+	if s := e.Stats(); s.Submitted != uint64(accepted.Load()) || s.Completed != s.Submitted || !balanced(s) {
+		t.Fatalf("Stats after Close: got %+v; want %d submitted, all completed, balanced", s, accepted.Load())
 	}
 }
