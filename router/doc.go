@@ -36,8 +36,13 @@
 // Each shard (and each stripe) is a mailbox.Home: the lock, the runner and
 // the owner its mailboxes share, and one value for the executor, guarded
 // by the lock (Mailbox.Local): a shard's is the block of task contexts
-// that its uncontended Do calls are carved from; a stripe's stays unused,
-// since on stripes no Do runs at once. A node is only a key and a mailbox
+// that its uncontended Do calls are carved from, and its plain tasks'
+// counts; a stripe's stays unused, since on stripes no Do runs at once.
+// Beside the lock the home also keeps a count for the executor, which it
+// adds to under the lock (Mailbox.Count: the shard's plain tasks
+// submitted); a shard is 256 bytes, so that its lock and that count start
+// a cache line of their own. Close takes each lock once (Barrier) after it
+// has closed the executor. A node is only a key and a mailbox
 // (80 bytes with a string key): the shard finds the node of a mailbox it
 // is told to retire by stepping back from the mailbox to the node holding
 // it.
