@@ -13,6 +13,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
@@ -532,6 +534,49 @@ func TestPlainSubmitResult(t *testing.T) {
 			default:
 				t.Fatalf("round %d, task %d: Done not closed after Wait returned", round, i)
 			}
+		}
+	}
+}
+
+// TestWaitEndedTaskEndedCtx: Wait on a task that has ended returns the
+// task's result even if its ctx has ended too, every time, on both lanes,
+// for a task that failed, one that panicked, and one that succeeded after
+// its Done was asked for while it ran (the three whose Task keeps waiters
+// with a closed channel, where a select between it and ctx's would pick
+// either at random).
+func TestWaitEndedTaskEndedCtx(t *testing.T) {
+	boom := errors.New("boom")
+	for _, lane := range submitLanes {
+		for _, tc := range []struct {
+			name string
+			fn   func(context.Context) error
+			want error
+		}{
+			{"failed", func(context.Context) error { return boom }, boom},
+			{"panicked", func(context.Context) error { panic("boom") }, new(executor.PanicError)},
+			{"succeeded", func(context.Context) error { return nil }, nil},
+		} {
+			t.Run(lane+"/"+tc.name, func(t *testing.T) {
+				e := newExec[string](t, executor.WithLogger(zap.NewNop()))
+				canceled, cancel := context.WithCancel(context.Background())
+				cancel()
+				for i := range 50 {
+					task, err := e.Submit(submitCtx(t, lane), fmt.Sprint("k", i), tc.fn)
+					if err != nil {
+						t.Fatalf("Submit: %v", err)
+					}
+					task.Done() // its waiters are made, whatever the outcome
+					recv(t, "the task to end", task.Done())
+					err = task.Wait(canceled)
+					var pe *executor.PanicError
+					switch {
+					case tc.want == nil && err != nil,
+						tc.want == boom && !errors.Is(err, boom),
+						tc.want != nil && tc.want != boom && !errors.As(err, &pe):
+						t.Fatalf("round %d: Wait with an ended ctx on an ended task: got %v; want the task's result (%s)", i, err, tc.name)
+					}
+				}
+			})
 		}
 	}
 }

@@ -62,7 +62,8 @@ func (t *Task) Done() <-chan struct{} {
 // Wait blocks until the task ends or ctx ends. It returns fn's error (a
 // *PanicError if fn panicked), or why the task never ran (the submitter's
 // ctx error, ErrClosed), or ctx's error if ctx ended first; in that last case
-// the task is unaffected. Called from inside a task whose ctx holds the
+// the task is unaffected. A task that has ended gives its result whatever
+// ctx, even one that ended before the call. Called from inside a task whose ctx holds the
 // task's key, or while the task is queued behind a DoMany that waits for a
 // key the calling task holds, Wait returns ErrReentrant instead of
 // deadlocking; called from inside a task, it returns ErrDeadlock if the
@@ -76,7 +77,7 @@ func (t *Task) Wait(ctx context.Context) error {
 	if ctx == nil {
 		return ErrNilContext
 	}
-	if t.w.Load() == ended {
+	if t.hasEnded() {
 		return t.ops.result(t)
 	}
 	after, err := t.ops.beforeWait(t, ctx)
@@ -93,7 +94,29 @@ func (t *Task) Wait(ctx context.Context) error {
 	case <-t.Done():
 		return t.ops.result(t)
 	case <-done:
+		if t.hasEnded() { // both were ready: select picked one at random
+			return t.ops.result(t)
+		}
 		return ctx.Err()
+	}
+}
+
+// hasEnded reports whether the task has ended, its result written: its
+// waiters are ended, or their channel is closed (by end, for a task that
+// failed or was waited for while it ran).
+func (t *Task) hasEnded() bool {
+	switch w := t.w.Load(); w {
+	case ended:
+		return true
+	case nil:
+		return false
+	default:
+		select {
+		case <-w.ch:
+			return true
+		default:
+			return false
+		}
 	}
 }
 
