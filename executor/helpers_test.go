@@ -3,6 +3,7 @@ package executor_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -67,7 +68,9 @@ func waitAll(t testing.TB, wg *sync.WaitGroup) {
 	select {
 	case <-done:
 	case <-time.After(3 * patience):
-		t.Fatalf("gave up after %v waiting for the test's goroutines: the executor is wedged", 3*patience)
+		buf := make([]byte, 8<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		t.Fatalf("gave up after %v waiting for the test's goroutines: the executor is wedged; every goroutine:\n%s", 3*patience, buf)
 	}
 }
 

@@ -364,7 +364,16 @@ func TestStress(t *testing.T) {
 					t.Errorf("Stats when Close returned: got %+v; want nothing queued or running, balanced", st)
 				}
 			}
+			stop := make(chan struct{})
+			go func() {
+				select {
+				case <-stop:
+				case <-time.After(2 * patience):
+					t.Logf("still waiting for the callers after %v; the executor: %s", 2*patience, executor.DebugState(e))
+				}
+			}()
 			waitAll(t, &wg)
+			close(stop)
 			s.check()
 			if err := e.Close(context.Background()); err != nil {
 				t.Errorf("Close: got %v; want nil", err)

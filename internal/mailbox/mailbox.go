@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -587,10 +588,26 @@ func (m *Mailbox) wake() bool {
 // takes to find m, so a submitter either finds m live (and its entry keeps m
 // live) or finds it gone and creates a fresh mailbox. m is never touched
 // after it retires.
+//
+// A fast hold may be given back unlocked at any moment (UnholdPlain's
+// swap), so pending is read once: a hold still taken then keeps m live,
+// and one given back by then is settled and m retired. Reading it twice,
+// once to settle and once to count, let a swap between the two retire m
+// with the stale hold still set: the next submitter, finding m through
+// the table rather than as the shard's fast node, saw it held, queued
+// behind a hold that nobody would give back, and nothing ever drove the
+// key (TestStress, about one run in 200).
 func (m *Mailbox) unlockRetire() {
 	h := m.home
-	m.settle()
-	if m.count() == 0 && !m.driven && m.nparked() == 0 {
+	v := m.pending.Load()
+	if m.hold == holdFast {
+		if v != 0 {
+			h.mu.Unlock() // taken, or revoked: its holder gives it back
+			return
+		}
+		m.hold = holdNone // given back: settled
+	}
+	if v == 0 && !m.driven && m.nparked() == 0 {
 		h.owner.Retire(m)
 	}
 	h.mu.Unlock()
@@ -905,4 +922,29 @@ func (l *list) cut(last *Entry) {
 		l.tail = nil
 	}
 	last.next = nil
+}
+
+// String describes m's state for a person debugging a stuck key (locked):
+// its pending count (with the fast-hold bit), what holds it, whether a
+// drive loop is due, and what waits in its queues.
+func (m *Mailbox) String() string {
+	s := fmt.Sprintf("pending=%d fast=%v hold=%d driven=%v plain=%d/%d",
+		m.count(), m.pending.Load()&fastBit != 0, m.hold, m.driven, m.plain.queued(), m.plain.cut)
+	if x := m.x.Load(); x != nil {
+		n, p := 0, 0
+		for e := x.queue.head; e != nil; e = e.next {
+			n++
+		}
+		for e := x.park.head; e != nil; e = e.next {
+			p++
+		}
+		s += fmt.Sprintf(" queue=%d parked=%d holder=%v sharers=%d", n, p, x.holder != nil, x.sharers)
+	}
+	return s
+}
+
+// String describes r's slots and ready queue, for a person debugging a
+// stuck executor.
+func (r *Runner) String() string {
+	return fmt.Sprintf("active=%d/%d ready=%d", r.active.Load(), r.limit, r.nready.Load())
 }

@@ -78,9 +78,17 @@ func (l *runLog) get() []int {
 type owner struct {
 	retired atomic.Int32
 	fast    bool
+	// stale counts retirements of a mailbox whose fast hold was still set
+	// (not settled): whoever finds it next sees it held forever.
+	stale atomic.Int32
 }
 
-func (o *owner) Retire(*mailbox.Mailbox) { o.retired.Add(1) }
+func (o *owner) Retire(m *mailbox.Mailbox) {
+	o.retired.Add(1)
+	if m.FastHeld() {
+		o.stale.Add(1)
+	}
+}
 
 func (o *owner) Linger(*mailbox.Mailbox) bool { return o.fast }
 

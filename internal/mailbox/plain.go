@@ -346,7 +346,9 @@ func (m *Mailbox) UnholdPlain() {
 //     hold, and the swap and the revocation are one word's two CASes, so
 //     exactly one of them wins.
 //   - A released hold is settled too, and m then retired, by the next
-//     unlock of m (unlockRetire), and by the owner before it counts its
+//     unlock of m (unlockRetire, which reads pending once for both, since
+//     the holder's swap may come between two reads), and by the owner
+//     before it counts its
 //     live mailboxes (Released): the owner keeps at most one mailbox per
 //     lock in a fast hold (Linger), so it knows which to look at.
 //
@@ -387,13 +389,6 @@ func (m *Mailbox) Claim() {
 // settled (locked): m is idle then, though nothing retired it. Settle it
 // with Claim, and retire it with Release.
 func (m *Mailbox) Released() bool { return m.hold == holdFast && m.pending.Load() == 0 }
-
-// settle settles a released fast hold (locked).
-func (m *Mailbox) settle() {
-	if m.Released() {
-		m.hold = holdNone
-	}
-}
 
 // clearHeld ends the timing of a hold (locked). A runner without a clock
 // never sets heldSince: then it is not written at all.

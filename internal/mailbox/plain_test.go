@@ -684,6 +684,55 @@ func TestFastHoldRace(t *testing.T) {
 	}
 }
 
+// TestFastHoldUnlockRace races fast holds given back without the lock
+// against a goroutine that locks the mailbox without claiming it and
+// unlocks it with Release, as a drive loop scheduled before the hold began
+// does when it finds the key held: the give-back's swap may land at any
+// point of that unlock, which must then either leave the hold to be
+// settled later or settle it before it retires the mailbox, never retire
+// the mailbox with the hold still set (the next submitter would queue
+// behind it, and nothing would drive the key).
+func TestFastHoldUnlockRace(t *testing.T) {
+	const holds = 200000
+	r := newRunner(t, 2, 4)
+	b := newBox(r)
+	b.o.fast = true
+	stop := make(chan struct{})
+	unlocked := make(chan struct{})
+	go func() {
+		defer close(unlocked)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			b.m.Lock()
+			b.m.Release()
+		}
+	}()
+	for i := 0; i < holds; i++ {
+		b.lock()
+		if !b.m.CanHold(false) {
+			b.m.Release()
+			continue
+		}
+		b.m.HoldPlain()
+		b.m.Release()
+		b.m.UnholdPlain()
+	}
+	close(stop)
+	wait(t, "the unlocking goroutine", unlocked)
+	if n := b.o.stale.Load(); n != 0 {
+		t.Errorf("the mailbox retired %d times with its fast hold still set; want 0", n)
+	}
+	b.lock()
+	if !b.m.CanHold(false) || b.m.FastHeld() || b.m.Pending() != 0 {
+		t.Errorf("at the end: CanHold %v, fast hold %v, Pending %d; want true, false, 0", b.m.CanHold(false), b.m.FastHeld(), b.m.Pending())
+	}
+	b.m.Release()
+}
+
 // TestFastHoldRevoked: a task queued after Claim found the fast hold taken
 // is never left behind it, even though the holder tries to give the hold
 // back between that Claim and the enqueue: the revocation makes the holder
