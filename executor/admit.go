@@ -75,8 +75,9 @@ func (e *Executor[K]) unreserveBatch(n int) {
 	}
 }
 
-// drainIfDone lets Close return once the executor is closed and sealed,
-// no reservation is held and no execution slot is owned: an accepted task
+// drainIfDone lets Close return once the executor is sealed (closed, and
+// every router shard's lock seen since: see seal), no reservation is held
+// and no execution slot is owned: an accepted task
 // holds a reservation until it settles, except an uncontended Do on an
 // executor without a global cap (leanSlot), which holds only its slot, and
 // a queued plain task there, whose shard's counts hold it (plainHeld). It is
@@ -86,7 +87,7 @@ func (e *Executor[K]) unreserveBatch(n int) {
 // Each of those writes its count, then reads the others', so the last one
 // to finish sees them all at 0.
 func (e *Executor[K]) drainIfDone() {
-	if e.closed.Load() && e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
+	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
 		e.drain()
 	}
 }

@@ -515,9 +515,7 @@ func closeRacingPlain(t *testing.T, run int, opts []executor.Option) {
 			}
 		})
 	}
-	for ran.Load() < int64(run%5) {
-		runtime.Gosched()
-	}
+	eventually(t, "some tasks to run", func() bool { return ran.Load() >= int64(run%5) })
 	ctx, cancel := context.WithTimeout(context.Background(), patience)
 	err = e.Close(ctx)
 	cancel()

@@ -329,7 +329,9 @@ func (c *taskCtx[K]) job() *core[K] {
 }
 
 // live returns the task's job while the context has not ended, else nil
-// (and nil for a nil context: a call made from outside any task).
+// (and nil for a nil context: a call made from outside any task). It
+// reads st once: ended() and then job() could see the task end between
+// the two, and take endedState for a job.
 func (c *taskCtx[K]) live() *core[K] {
 	if c == nil {
 		return nil

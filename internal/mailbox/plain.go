@@ -48,8 +48,9 @@ import (
 // it is called unlocked once the n tasks of a batch on m have settled
 // (not before n, even if one called runtime.Goexit), so that work done
 // for many tasks at once can be left to it, with the mailbox it was for
-// (the executor gives back their reservations in m's router shard). NewAux makes the value that m's plain tasks
-// share (Aux), if its owner stored none: it is called locked, as the
+// (the executor gives back their reservations in m's router shard).
+// NewAux makes the value that m's plain tasks share (Aux), if its owner
+// stored none: it is called locked, as the
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
