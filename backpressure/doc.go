@@ -1,11 +1,22 @@
-// Package backpressure decides whether the executor admits a task.
+// Package backpressure says what an executor does with a submission that
+// meets a cap (executor.WithMaxQueuePerKey, executor.WithMaxPending), and how
+// a refusal reads.
 //
-// It owns the admission vocabulary shared by every layer: the [ErrBusy]
-// sentinel, the [BusyError] that carries the facts a caller needs (key, pending
-// count, limit, a retry hint), and the [Policy] interface that decides what
-// happens when a cap is reached.
+// Pick a policy with executor.WithPolicy: FailFast (the default) refuses at
+// once, Block waits in line for room until the caller's ctx ends, and
+// MaxQueueDelay also refuses while a key's oldest queued task has waited too
+// long. A Policy of your own may refuse more, never admit past a cap.
 //
-// It never queues, schedules or runs work, and it never holds a lock: the
-// executor gathers a [Load] under its own locks and asks the policy for a
-// [Verdict].
+// A refused call returns a *BusyError, which wraps ErrBusy (the same value as
+// executor.ErrBusy): it names the key, the cap and what was pending, and its
+// RetryAfter suggests when to try again, for an HTTP 429's Retry-After:
+//
+//	var busy *backpressure.BusyError
+//	if errors.As(err, &busy) {
+//		secs := max(1, int(math.Ceil(busy.RetryAfter().Seconds()))) // 0: no estimate yet
+//		w.Header().Set("Retry-After", strconv.Itoa(secs))
+//		http.Error(w, err.Error(), http.StatusTooManyRequests)
+//	}
+//
+// The package only decides: it never queues or runs work.
 package backpressure
