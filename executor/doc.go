@@ -12,20 +12,14 @@
 //		return debit(ctx, accountID, amount)
 //	})
 //
-// Do and Call wait for fn; Submit returns a Task to wait on; Go returns at
-// once and hands fn's failure to the error handler. DoMany holds several
-// keys at once, DoShared shares a key with other readers, and a Batcher hands
-// a key's queued messages to one call.
-//
 // What a caller must know (errors are sentinels, matched with errors.Is):
 //
 //   - State touched only by one key's tasks needs no lock. State that several
-//     keys share (the map that finds each key's state, a total) still needs
-//     its own synchronisation.
+//     keys share (the map that finds each key's state, a total) still does.
 //   - If ctx ends before fn starts, fn never runs and the call, or Task.Wait,
-//     returns ctx's error. This holds for queued Go and Submit tasks too: from
-//     an HTTP handler, fire and forget with context.WithoutCancel(r.Context()).
-//     If ctx ends while fn runs, fn's ctx is canceled and Do still waits for fn.
+//     returns ctx's error; queued Go and Submit tasks too. From an HTTP
+//     handler, fire and forget with context.WithoutCancel(r.Context()). If
+//     ctx ends while fn runs, fn's ctx ends too and Do still waits for fn.
 //   - A panic in fn is recovered, logged with the key and returned as a
 //     *PanicError; the key's next task runs normally.
 //   - At a cap (WithMaxQueuePerKey, WithMaxPending) a submission fails at once
@@ -35,8 +29,9 @@
 //     another key it completes, even with WithWorkers(1). Tasks that would wait
 //     for each other's keys in a cycle get ErrDeadlock: take both keys up front
 //     with DoMany. Work meant to outlive the task needs a fresh ctx.
-//   - Close runs every accepted task and returns nil; if its ctx ends first,
-//     tasks not started fail with ErrClosed and Close returns ctx's error.
+//   - Close runs every accepted task and returns nil. If its ctx ends first,
+//     tasks not started fail with ErrClosed, running ones see their ctx
+//     canceled, and Close returns ctx's error at once.
 //
 // The repository's README is the guide; ARCHITECTURE.md and BENCHMARKS.md
 // hold the internals and the figures.
