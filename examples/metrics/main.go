@@ -12,7 +12,7 @@
 //
 // Usage:
 //
-//	go run ./examples/metrics [-addr 127.0.0.1:8080] [-duration 0] [-leak] [-stuck] [-real-keys] [-stacks]
+//	go run ./examples/metrics [-addr 127.0.0.1:8080] [-duration 0] [-leak] [-stuck [-stuck-for d]] [-real-keys] [-stacks]
 //
 // If the default address is taken, it serves on a free port of the same
 // host instead and says so; an address given with -addr must be free.
@@ -59,6 +59,7 @@ type config struct {
 	keys     int           // cold key space
 	leak     bool          // leave one task per second hanging, as a leaked exit path would
 	stuck    bool          // hold key "stuck" from the start until the end
+	stuckFor time.Duration // with stuck: give it back after this long; 0: at the end
 	realKeys bool          // also hold and queue on keys shaped like production keys
 	stacks   bool          // log each recovered panic with its stack
 	logs     io.Writer     // where the executor logs; nil: stderr
@@ -74,6 +75,7 @@ func main() {
 	flag.IntVar(&cfg.keys, "keys", 100_000, "number of distinct cold keys")
 	flag.BoolVar(&cfg.leak, "leak", false, "leave one task a second hanging, to show what a leak looks like")
 	flag.BoolVar(&cfg.stuck, "stuck", false, `hold key "stuck" with one task that returns only at the end, to show a stuck key`)
+	flag.DurationVar(&cfg.stuckFor, "stuck-for", 0, `with -stuck: give key "stuck" back after this long, to show an alert resolve (0: at the end)`)
 	flag.BoolVar(&cfg.realKeys, "real-keys", false, "also hold keys shaped like production ones (a UUID, an 80-character composite, 200 runes, multibyte) with a task queued behind each")
 	flag.BoolVar(&cfg.stacks, "stacks", false, "log every recovered panic with its stack (by default they are counted on the status line)")
 	flag.Parse()
@@ -155,7 +157,7 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 	fmt.Fprintf(out, "serving %s/metrics and %s/debug/perkey\n", base, base)
 
 	if cfg.stuck {
-		if err := hold(ctx, e, out); err != nil {
+		if err := hold(ctx, e, cfg.stuckFor, out); err != nil {
 			_ = srv.Close()
 			return errors.Join(err, e.Close(context.Background()))
 		}
@@ -296,14 +298,25 @@ func leak(ctx context.Context, e *executor.Executor[string]) {
 	}
 }
 
-// hold runs a task on key "stuck" that returns only when ctx ends, and
-// prints when it started: the debug page's stuck table lists the key
-// first, with an age of at least the time since then.
-func hold(ctx context.Context, e *executor.Executor[string], out io.Writer) error {
+// hold runs a task on key "stuck" that returns when ctx ends or, if d > 0,
+// after d, and prints when it started and when it returned: the debug
+// page's stuck table lists the key first meanwhile, with an age of at
+// least the time since it started.
+func hold(ctx context.Context, e *executor.Executor[string], d time.Duration, out io.Writer) error {
 	started := make(chan struct{})
 	if _, err := e.Submit(context.Background(), "stuck", func(context.Context) error {
 		close(started)
-		<-ctx.Done()
+		if d <= 0 {
+			<-ctx.Done()
+			return nil
+		}
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+			fmt.Fprintf(out, "key %q given back at %s\n", "stuck", time.Now().UTC().Format(time.RFC3339Nano))
+		}
 		return nil
 	}); err != nil {
 		return err
