@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 )
@@ -84,12 +85,18 @@ func Decode(w http.ResponseWriter, r *http.Request, fields map[string]any) error
 	}
 }
 
+// errSlowBody: the body did not arrive within the server's ReadTimeout.
+var errSlowBody = errors.New("the body did not arrive within the read timeout")
+
 // badJSON words a decoding error; a body over MaxBody stays a
 // *http.MaxBytesError.
 func badJSON(err error) error {
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		return err
+	}
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		return errSlowBody
 	}
 	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 		return errors.New("bad JSON: the body ends inside the object")
@@ -116,8 +123,13 @@ func describe(tok json.Token) string {
 }
 
 // FailDecode answers a request whose body Decode refused: 413 for a body
-// over MaxBody, 400 otherwise, with the reason as a JSON error.
+// over MaxBody, 408 for one that did not arrive within the server's
+// ReadTimeout, 400 otherwise, with the reason as a JSON error.
 func FailDecode(w http.ResponseWriter, err error) {
+	if errors.Is(err, errSlowBody) {
+		Fail(w, http.StatusRequestTimeout, err.Error())
+		return
+	}
 	var maxErr *http.MaxBytesError
 	if errors.As(err, &maxErr) {
 		Fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("body larger than %d bytes", maxErr.Limit))
