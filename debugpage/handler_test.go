@@ -696,7 +696,7 @@ func TestMethods(t *testing.T) {
 func TestLongKeys(t *testing.T) {
 	uuid := "3f2b8c1e-9d4a-4e7b-b1f0-2c6d8e9a0b17"
 	composite := "tenant:acme-industries-intl:user:" + uuid + ":cart:item4" // 80 characters
-	multibyte := strings.Repeat("注文:東京都渋谷区:", 6)                         // 60 runes
+	multibyte := strings.Repeat("注文:東京都渋谷区:", 6)                            // 60 runes
 	src := &source[string]{
 		settings: executor.Settings{Ages: true},
 		hot:      []executor.KeyLoad[string]{{Key: composite, Pending: 3}, {Key: uuid, Pending: 2}, {Key: multibyte, Pending: 1}},
