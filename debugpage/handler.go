@@ -61,8 +61,9 @@ func WithLatency(l LatencySource) Option {
 }
 
 // Snapshot is the data the page shows, and the JSON the handler serves:
-// everything the page shows is in it. Durations are in nanoseconds in the
-// JSON.
+// everything the page shows is in it. Its JSON form (MarshalJSON) has
+// snake_case names and durations in seconds, with "_seconds" in their
+// names, as Prometheus writes them: "uptime_seconds": 21.458520058.
 type Snapshot struct {
 	Time     time.Time         // when it was taken
 	Uptime   time.Duration     // since the executor was made (Settings.Started); 0 if unknown
@@ -80,7 +81,9 @@ type Snapshot struct {
 }
 
 // KeyLoad is a key's live load, as executor.KeyLoad, with Key printed with
-// %v and cut to 200 characters, whatever the key's type.
+// %v and cut to 200 characters, whatever the key's type. The page shows a
+// key longer than 48 characters shortened in the middle, whole on hover;
+// the JSON has it whole.
 type KeyLoad struct {
 	Key        string
 	Pending    int           // queued + running
@@ -89,10 +92,13 @@ type KeyLoad struct {
 	Age        time.Duration // the larger of Held and OldestWait
 }
 
-// Rates are the counters of Stats per second, over Window: since the
-// newest earlier request to this handler at least a second ago, or, on the
-// first request, since the executor was made. Window is 0 (and every rate
-// is 0) when neither is known.
+// Rates are the counters of Stats per second, over Window: RateWindow, the
+// last 10 s of the samples the handler takes once a second on its own, so
+// every viewer sees the same window. The handler samples from its first
+// request until 5 minutes after its latest; until its samples span
+// RateWindow, Window is since the executor was made (Settings.Started), or,
+// if that is unknown, since the first sample. Window is 0 (and every rate
+// is 0) when neither gives a window yet.
 type Rates struct {
 	Window    time.Duration
 	Submitted float64
@@ -120,14 +126,16 @@ type Latency struct {
 // Each request calls s.Settings, s.Stats, s.HotKeys(n) and s.OldestKeys(n)
 // once; on an executor, HotKeys and OldestKeys each visit every live
 // mailbox, O(active keys × log n). An open page makes one request a second.
-// Mount one Handler on every path that serves it: it keeps the previous
-// requests' counters to compute rates.
+// From its first request until 5 minutes after its latest, the handler
+// also calls s.Stats once a second, on a timer, for the rates (see Rates).
+// Mount one Handler on every path that serves it: it keeps the samples the
+// rates are computed from.
 func Handler[K comparable](s Source[K], opts ...Option) http.Handler {
 	var o options
 	for _, opt := range opts {
 		opt(&o)
 	}
-	return &handler[K]{src: s, latency: o.latency}
+	return &handler[K]{src: s, latency: o.latency, rates: sampler{stats: s.Stats}}
 }
 
 type handler[K comparable] struct {
@@ -183,7 +191,7 @@ func (h *handler[K]) take(n int) Snapshot {
 		Time:       now,
 		Settings:   settings,
 		Stats:      stats,
-		Rates:      h.rates.rates(now, stats, settings.Started),
+		Rates:      h.rates.rates(now, settings.Started),
 		HotKeys:    loads(h.src.HotKeys(n)),
 		OldestKeys: loads(h.src.OldestKeys(n)),
 	}

@@ -137,30 +137,41 @@ func TestJSONIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct{ field, want string }{
-		{"HotKeys", "[]"}, {"OldestKeys", "[]"}, {"Latency", "null"},
+		{"hot_keys", "[]"}, {"oldest_keys", "[]"}, {"latency", "null"},
 	} {
 		if got := string(raw[c.field]); got != c.want {
 			t.Errorf("%s: got %s; want %s", c.field, got, c.want)
 		}
 	}
-	var stats executor.Stats
-	if err := json.Unmarshal(raw["Stats"], &stats); err != nil {
+	var stats map[string]json.Number
+	if err := json.Unmarshal(raw["stats"], &stats); err != nil {
 		t.Fatal(err)
 	}
-	if stats.Submitted != 1 || stats.Completed != 1 {
-		t.Errorf("Stats: got %+v; want Submitted 1, Completed 1", stats)
+	if stats["submitted"] != "1" || stats["completed"] != "1" {
+		t.Errorf("stats: got %v; want submitted 1, completed 1", stats)
 	}
-	var settings executor.Settings
-	if err := json.Unmarshal(raw["Settings"], &settings); err != nil {
+	var settings map[string]any
+	if err := json.Unmarshal(raw["settings"], &settings); err != nil {
 		t.Fatal(err)
 	}
+	// Durations are seconds, named so.
+	if settings["slow_task_seconds"] != 60.0 || settings["ages"] != true {
+		t.Errorf("settings: got %v; want slow_task_seconds 60, ages true", settings)
+	}
+	var uptime float64
+	if err := json.Unmarshal(raw["uptime_seconds"], &uptime); err != nil || uptime < 0 || uptime > 60 {
+		t.Errorf("uptime_seconds: got %s (%v); want seconds", raw["uptime_seconds"], err)
+	}
+
+	// And a Snapshot reads its JSON back.
+	snap := decode(t, get(t, debugpage.Handler(e), http.MethodGet, "/debug/perkey?format=json"))
 	want := e.Settings()
-	if !settings.Started.Equal(want.Started) {
-		t.Errorf("Settings.Started: got %v; want %v", settings.Started, want.Started)
+	if !snap.Settings.Started.Equal(want.Started) {
+		t.Errorf("Settings.Started: got %v; want %v", snap.Settings.Started, want.Started)
 	}
-	settings.Started, want.Started = time.Time{}, time.Time{}
-	if settings != want || !settings.Ages || settings.SlowTask != time.Minute {
-		t.Errorf("Settings: got %+v; want %+v, with ages and SlowTask 1m", settings, want)
+	snap.Settings.Started, want.Started = time.Time{}, time.Time{}
+	if snap.Settings != want || snap.Stats.Submitted != 1 {
+		t.Errorf("Settings: got %+v; want %+v", snap.Settings, want)
 	}
 }
 
@@ -212,8 +223,8 @@ func TestStuckKeys(t *testing.T) {
 			t.Fatalf("no stuck table in\n%s", html)
 		}
 		for i, want := range []string{
-			`<tr class="slow"><td class="key" data-json="OldestKeys.0.Key">stuck</td><td class="age" data-json="OldestKeys.0.Age" data-ns="6000000000">6s</td>`,
-			`<tr><td class="key" data-json="OldestKeys.1.Key">young</td><td class="age" data-json="OldestKeys.1.Age" data-ns="1000000000">1s</td>`,
+			`<tr class="slow"><td class="key" data-json="oldest_keys.0.key">stuck</td><td class="age" data-json="oldest_keys.0.age_seconds" data-seconds="6">6s</td>`,
+			`<tr><td class="key" data-json="oldest_keys.1.key">young</td><td class="age" data-json="oldest_keys.1.age_seconds" data-seconds="1">1s</td>`,
 		} {
 			if !strings.Contains(rows[1], want) {
 				t.Errorf("stuck table row %d: want %s in\n%s", i, want, rows[1])
@@ -235,13 +246,19 @@ func TestStuckKeys(t *testing.T) {
 type source[K comparable] struct {
 	settings    executor.Settings
 	stats       executor.Stats
+	statsAt     func(time.Time) executor.Stats // if set, Stats is statsAt(now)
 	hot, oldest []executor.KeyLoad[K]
 	asked       int // by HotKeys
 	askedOldest int // by OldestKeys
 }
 
 func (s *source[K]) Settings() executor.Settings { return s.settings }
-func (s *source[K]) Stats() executor.Stats       { return s.stats }
+func (s *source[K]) Stats() executor.Stats {
+	if s.statsAt != nil {
+		return s.statsAt(time.Now())
+	}
+	return s.stats
+}
 
 func (s *source[K]) HotKeys(n int) []executor.KeyLoad[K] {
 	s.asked = n
@@ -347,11 +364,11 @@ func TestKeysPrinted(t *testing.T) {
 	}
 	html := body(t, resp)
 	for _, want := range []string{
-		`<td data-json="Stats.Submitted">1234567</td>`,
-		`<td data-json="Stats.ActiveKeys">4</td>`,
-		`<td class="key" data-json="HotKeys.0.Key">&lt;script&gt;alert(&#34;k&#34;)&lt;/script&gt;</td>`,
-		`<td class="key" data-json="OldestKeys.1.Key">{b 7}</td>`,
-		`<td class="key" data-json="HotKeys.1.Key">{b 7}</td><td data-json="HotKeys.1.Pending">2</td>`,
+		`<td data-json="stats.submitted">1234567</td>`,
+		`<td data-json="stats.active_keys">4</td>`,
+		`<td class="key" data-json="hot_keys.0.key">&lt;script&gt;alert(&#34;k&#34;)&lt;/script&gt;</td>`,
+		`<td class="key" data-json="oldest_keys.1.key">{b 7}</td>`,
+		`<td class="key" data-json="hot_keys.1.key">{b 7}</td><td data-json="hot_keys.1.pending">2</td>`,
 		`fetch(location.href`,
 	} {
 		if !strings.Contains(html, want) {
@@ -364,8 +381,7 @@ func TestKeysPrinted(t *testing.T) {
 }
 
 // TestRatesOnFirstPaint: on virtual time, the first request's rates are
-// since the executor's start, in the HTML as in the JSON; later ones are
-// since the newest earlier request at least a second old.
+// since the executor's start, in the HTML as in the JSON.
 func TestRatesOnFirstPaint(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		src := &source[string]{settings: executor.Settings{Started: time.Now()}}
@@ -380,36 +396,60 @@ func TestRatesOnFirstPaint(t *testing.T) {
 		}
 		html := body(t, get(t, h, http.MethodGet, "/debug/perkey"))
 		for _, want := range []string{
-			`<td data-json="Rates.Submitted">100.0</td>`,
-			`<td data-json="Rates.Completed">90.0</td>`,
-			`<td data-json="Rates.Slow">0.2</td>`,
-			`<span data-json="Rates.Window" data-ns="10000000000">10s</span>`,
+			`<td data-json="rates.submitted_per_second">100.0</td>`,
+			`<td data-json="rates.completed_per_second">90.0</td>`,
+			`<td data-json="rates.slow_per_second">0.2</td>`,
+			`<span data-json="rates.window_seconds" data-seconds="10">10s</span>`,
 		} {
 			if !strings.Contains(html, want) {
 				t.Errorf("first paint lacks %s", want)
 			}
 		}
 
-		for _, step := range []struct {
-			sleep     time.Duration
-			submitted uint64
-			want      debugpage.Rates
-		}{
-			// The samples at 10 s are the base: they are 2 s old.
-			{2 * time.Second, 1300, debugpage.Rates{Window: 2 * time.Second, Submitted: 150, Completed: -1}},
-			// The sample at 12 s is too young: still since 10 s.
-			{500 * time.Millisecond, 1400, debugpage.Rates{Window: 2500 * time.Millisecond, Submitted: 160, Completed: -1}},
-			// Since 12 s (the one at 12.5 s is 0.7 s old).
-			{700 * time.Millisecond, 1510, debugpage.Rates{Window: 1200 * time.Millisecond, Submitted: 175, Completed: -1}},
-		} {
-			time.Sleep(step.sleep)
-			src.stats.Submitted = step.submitted
-			got := decode(t, get(t, h, http.MethodGet, "/debug/perkey/json")).Rates
-			if got.Window != step.want.Window || math.Abs(got.Submitted-step.want.Submitted) > 1e-9 || got.Completed != 0 {
-				t.Errorf("after %v more: got %+v; want window %v, %v submitted/s, 0 completed/s",
-					step.sleep, got, step.want.Window, step.want.Submitted)
+	})
+}
+
+// TestRatesFixedWindow: on virtual time, rates cover the last RateWindow
+// of the server's own samples, whoever asks and whenever: since the start
+// until the samples span the window, then the same 10 s for every request
+// between two samples; after 5 minutes without a request sampling stops,
+// and starts again with the next.
+func TestRatesFixedWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		// 10 tasks a second for 150 s, then 30 a second.
+		src := &source[string]{settings: executor.Settings{Started: start}, statsAt: func(now time.Time) executor.Stats {
+			s := now.Sub(start).Seconds()
+			if s <= 150 {
+				return executor.Stats{Submitted: uint64(10 * s)}
+			}
+			return executor.Stats{Submitted: uint64(1500 + 30*(s-150))}
+		}}
+		h := debugpage.Handler(src)
+		rates := func() debugpage.Rates {
+			return decode(t, get(t, h, http.MethodGet, "/debug/perkey/json")).Rates
+		}
+		check := func(when string, got debugpage.Rates, window time.Duration, submitted float64) {
+			t.Helper()
+			if got.Window != window || math.Abs(got.Submitted-submitted) > 1e-9 {
+				t.Errorf("%s: got window %v, %v submitted/s; want %v, %v", when, got.Window, got.Submitted, window, submitted)
 			}
 		}
+		time.Sleep(100 * time.Second)
+		check("first request, at 100 s", rates(), 100*time.Second, 10)
+		time.Sleep(5500 * time.Millisecond)
+		check("at 105.5 s: 5 s of samples", rates(), 105*time.Second, 10)
+		time.Sleep(5 * time.Second)
+		check("at 110.5 s: 10 s of samples", rates(), 10*time.Second, 10)
+		time.Sleep(55 * time.Second)
+		first := rates()
+		check("at 165.5 s", first, 10*time.Second, 30)
+		time.Sleep(400 * time.Millisecond)
+		if second := rates(); second != first {
+			t.Errorf("two viewers between samples: got %+v and %+v; want the same rates", first, second)
+		}
+		time.Sleep(6 * time.Minute) // nobody looks: sampling stops
+		check("after 6 minutes unseen", rates(), 525900*time.Millisecond, (1500+30*(525.9-150))/525.9)
 	})
 }
 
@@ -420,7 +460,7 @@ func TestNoStart(t *testing.T) {
 	if s := decode(t, get(t, h, http.MethodGet, "/debug/perkey/json")); s.Rates != (debugpage.Rates{}) || s.Uptime != 0 {
 		t.Errorf("got Rates %+v, Uptime %v; want none", s.Rates, s.Uptime)
 	}
-	if html := body(t, get(t, h, http.MethodGet, "/debug/perkey")); !strings.Contains(html, "No rates: the executor's start is unknown.") {
+	if html := body(t, get(t, h, http.MethodGet, "/debug/perkey")); !strings.Contains(html, "No rates yet: the executor's start is unknown") {
 		t.Error("HTML does not say why it has no rates")
 	}
 }
@@ -441,8 +481,8 @@ func TestLatency(t *testing.T) {
 	}
 	html := body(t, get(t, h, http.MethodGet, "/debug/perkey"))
 	for _, want := range []string{
-		`<td class="name" data-json="Latency.Quantiles.0">p50</td><td data-json="Latency.Wait.0" data-ns="20000">20µs</td><td data-json="Latency.Run.0" data-ns="1500000">1.5ms</td>`,
-		`<td class="name" data-json="Latency.Quantiles.2">p99</td><td data-json="Latency.Wait.2" data-ns="75000000">75ms</td><td data-json="Latency.Run.2" data-ns="2400000000">2.4s</td>`,
+		`<td class="name" data-json="latency.quantiles.0">p50</td><td data-json="latency.wait_seconds.0" data-seconds="0.00002">20µs</td><td data-json="latency.run_seconds.0" data-seconds="0.0015">1.5ms</td>`,
+		`<td class="name" data-json="latency.quantiles.2">p99</td><td data-json="latency.wait_seconds.2" data-seconds="0.075">75ms</td><td data-json="latency.run_seconds.2" data-seconds="2.4">2.4s</td>`,
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("HTML lacks %s", want)
@@ -455,7 +495,7 @@ func TestLatency(t *testing.T) {
 	if s.Latency == nil || len(s.Latency.Wait) != 0 || s.Latency.Wait == nil || len(s.Latency.Run) != 0 {
 		t.Errorf("Latency before any task: got %+v; want empty Wait and Run", s.Latency)
 	}
-	if html := body(t, get(t, h, http.MethodGet, "/debug/perkey")); !strings.Contains(html, `<td class="name" data-json="Latency.Quantiles.1">p90</td><td>–</td><td>–</td>`) {
+	if html := body(t, get(t, h, http.MethodGet, "/debug/perkey")); !strings.Contains(html, `<td class="name" data-json="latency.quantiles.1">p90</td><td>–</td><td>–</td>`) {
 		t.Error("HTML before any task lacks dashes for p90")
 	}
 
@@ -521,8 +561,8 @@ func TestHTMLInStepWithJSON(t *testing.T) {
 				t.Errorf("%s is shown (%q) but not in the JSON", path, text)
 				continue
 			}
-			if ns := attr(attrs, "data-ns"); ns != "" {
-				checkDuration(t, path, text, ns, v)
+			if secs := attr(attrs, "data-seconds"); secs != "" {
+				checkDuration(t, path, text, secs, v)
 				continue
 			}
 			switch v := v.(type) {
@@ -546,21 +586,21 @@ func TestHTMLInStepWithJSON(t *testing.T) {
 			}
 		}
 		for _, want := range []string{
-			"Time", "Uptime", "Settings.Started", "Settings.Workers", "Settings.MaxQueuePerKey", "Settings.MaxPending",
-			"Settings.Throughput", "Settings.Stripes", "Settings.Policy", "Settings.Reentrant", "Settings.SlowTask",
-			"Settings.Ages", "Stats.Slow", "Rates.Window", "Rates.Submitted", "Latency.Wait.2", "Latency.Run.0",
-			"OldestKeys.0.Key", "OldestKeys.0.Age", "OldestKeys.1.OldestWait", "HotKeys.1.Held", "HotKeys.0.OldestWait",
+			"time", "uptime_seconds", "settings.started", "settings.workers", "settings.max_queue_per_key", "settings.max_pending",
+			"settings.throughput", "settings.stripes", "settings.policy", "settings.reentrant", "settings.slow_task_seconds",
+			"settings.ages", "stats.slow", "rates.window_seconds", "rates.submitted_per_second", "latency.wait_seconds.2", "latency.run_seconds.0",
+			"oldest_keys.0.key", "oldest_keys.0.age_seconds", "oldest_keys.1.oldest_wait_seconds", "hot_keys.1.held_seconds", "hot_keys.0.oldest_wait_seconds",
 		} {
 			if !shown[want] {
 				t.Errorf("the page does not show %s", want)
 			}
 		}
 		for _, want := range []string{
-			`<span data-json="Time">2026-12-01T07:30:00Z</span>`,
-			`<span data-json="Settings.Started">2026-12-01T06:00:00Z</span>`,
-			`<span data-json="Uptime" data-ns="5400000000000">1h30m0s</span>`,
-			`<tr class="slow"><td class="key" data-json="OldestKeys.0.Key">stuck</td><td class="age" data-json="OldestKeys.0.Age" data-ns="184000000000">3m4s</td>`,
-			`<tr class="atcap"><td class="key" data-json="HotKeys.0.Key">hot</td>`,
+			`<span data-json="time">2026-12-01T07:30:00Z</span>`,
+			`<span data-json="settings.started">2026-12-01T06:00:00Z</span>`,
+			`<span data-json="uptime_seconds" data-seconds="5400">1h30m0s</span>`,
+			`<tr class="slow"><td class="key" data-json="oldest_keys.0.key">stuck</td><td class="age" data-json="oldest_keys.0.age_seconds" data-seconds="184">3m4s</td>`,
+			`<tr class="atcap"><td class="key" data-json="hot_keys.0.key">hot</td>`,
 			`<span style="width: 100%"></span>`,
 			`<span style="width: 9%"></span>`, // 3 of the cap of 32
 		} {
@@ -571,21 +611,29 @@ func TestHTMLInStepWithJSON(t *testing.T) {
 	})
 }
 
-// checkDuration checks that a cell showing a duration agrees with the JSON.
-func checkDuration(t *testing.T, path, text, ns string, v any) {
+// checkDuration checks that a cell showing a duration agrees with the JSON,
+// which has it in seconds.
+func checkDuration(t *testing.T, path, text, secs string, v any) {
 	t.Helper()
-	if n, ok := v.(json.Number); !ok || n.String() != ns {
-		t.Errorf("%s: data-ns %s; JSON has %v", path, ns, v)
+	n, ok := v.(json.Number)
+	if !ok {
+		t.Errorf("%s: data-seconds %s; JSON has %v", path, secs, v)
 		return
 	}
-	want, _ := strconv.ParseInt(ns, 10, 64)
+	jf, _ := n.Float64()
+	af, err := strconv.ParseFloat(secs, 64)
+	if err != nil || math.Abs(af-jf) > 1e-9 {
+		t.Errorf("%s: data-seconds %s; JSON has %v", path, secs, n)
+		return
+	}
+	want := time.Duration(math.Round(jf * 1e9))
 	d, err := time.ParseDuration(strings.TrimPrefix(text, "after "))
 	switch {
 	case err != nil && want == 0 && text == "–":
 	case err != nil:
 		t.Errorf("%s: shows %q, not a duration", path, text)
-	case math.Abs(float64(d-time.Duration(want))) > max(float64(want)/100, float64(time.Microsecond)):
-		t.Errorf("%s: shows %q; JSON has %v", path, text, time.Duration(want))
+	case math.Abs(float64(d-want)) > max(float64(want)/100, float64(time.Microsecond)):
+		t.Errorf("%s: shows %q; JSON has %v", path, text, want)
 	}
 }
 
@@ -638,6 +686,36 @@ func TestMethods(t *testing.T) {
 		}
 		if c.status == http.StatusMethodNotAllowed && resp.Header.Get("Allow") != "GET, HEAD" {
 			t.Errorf("%s: Allow: got %q; want GET, HEAD", c.method, resp.Header.Get("Allow"))
+		}
+	}
+}
+
+// TestLongKeys: a key longer than 48 characters is shown shortened in the
+// middle (23 characters, an ellipsis, 24), with the whole key in its title (on hover);
+// the JSON has it whole. Shorter keys are shown as they are, with no title.
+func TestLongKeys(t *testing.T) {
+	uuid := "3f2b8c1e-9d4a-4e7b-b1f0-2c6d8e9a0b17"
+	composite := "tenant:acme-industries-intl:user:" + uuid + ":cart:item4" // 80 characters
+	multibyte := strings.Repeat("注文:東京都渋谷区:", 6)                            // 60 runes
+	src := &source[string]{
+		settings: executor.Settings{Ages: true},
+		hot:      []executor.KeyLoad[string]{{Key: composite, Pending: 3}, {Key: uuid, Pending: 2}, {Key: multibyte, Pending: 1}},
+	}
+	src.oldest = src.hot
+	h := debugpage.Handler(src)
+	s := decode(t, get(t, h, http.MethodGet, "/debug/perkey/json"))
+	if s.HotKeys[0].Key != composite || s.HotKeys[2].Key != multibyte {
+		t.Errorf("JSON keys: got %q, %q; want them whole", s.HotKeys[0].Key, s.HotKeys[2].Key)
+	}
+	html := body(t, get(t, h, http.MethodGet, "/debug/perkey"))
+	for _, want := range []string{
+		`<td class="key" data-json="hot_keys.0.key" title="` + composite + `">tenant:acme-industries-…-2c6d8e9a0b17:cart:item4</td>`,
+		`<td class="key" data-json="hot_keys.1.key">` + uuid + `</td>`,
+		`<td class="key" data-json="hot_keys.2.key" title="` + multibyte + `">注文:東京都渋谷区:注文:東京都渋谷区:注文:…渋谷区:注文:東京都渋谷区:注文:東京都渋谷区:</td>`,
+		`<td class="key" data-json="oldest_keys.0.key" title="` + composite + `">`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("HTML lacks %s", want)
 		}
 	}
 }

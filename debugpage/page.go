@@ -73,6 +73,22 @@ func (p pageData) QuantileRows() []quantileRow {
 	return rows
 }
 
+// shortKeyLen is the most runes of a key the tables show.
+const shortKeyLen = 48
+
+// shortKey shortens k in the middle to shortKeyLen runes, with an
+// ellipsis: the start and the end of a key are what tell keys apart
+// (a prefix names the kind, a suffix the id).
+func shortKey(k string) string {
+	r := []rune(k)
+	if len(r) <= shortKeyLen {
+		return k
+	}
+	head := (shortKeyLen - 1) / 2
+	tail := shortKeyLen - 1 - head
+	return string(r[:head]) + "…" + string(r[len(r)-tail:])
+}
+
 // formatTime formats t in timeLayout.
 func formatTime(t time.Time) string {
 	if t.IsZero() {
@@ -99,12 +115,16 @@ var funcs = template.FuncMap{
 	"clock": formatTime,
 	"dur":   formatDuration,
 	"rate":  func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
-	"ns":    func(d time.Duration) int64 { return int64(d) },
+	"secs":  func(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', -1, 64) },
+	"short": shortKey,
 }
 
 // page is rendered on the server, complete without script: every value
-// cell names the Snapshot field it shows in data-json (and durations their
-// nanoseconds in data-ns). Its script fetches the same URL every second and
+// cell names the field of the JSON it shows in data-json (and durations
+// their seconds, as in the JSON, in data-seconds). A key longer than
+// shortKeyLen is shown shortened in the middle, whole in its title (on
+// hover); a key cell wraps anywhere, so that no key widens its table past
+// its section. Its script fetches the same URL every second and
 // swaps in the new <main id="live">, so a refreshed page is formatted by
 // the same template as the first; it sets data-refreshes on <body> to how
 // many refreshes have succeeded.
@@ -118,11 +138,11 @@ body { font-family: sans-serif; margin: 1em 2em; }
 h1 { margin-bottom: 0.2em; }
 h2 { font-size: 1.1em; margin: 1em 0 0.3em; }
 .grid { display: flex; flex-wrap: wrap; gap: 0 3em; align-items: flex-start; }
-.grid section { max-width: 36em; }
-table { border-collapse: collapse; margin-bottom: 0.5em; }
-th, td { padding: 0.15em 0.8em; text-align: right; }
+.grid section { max-width: 36em; min-width: 0; }
+table { border-collapse: collapse; margin-bottom: 0.5em; max-width: 100%; }
+th, td { padding: 0.15em 0.8em; text-align: right; white-space: nowrap; }
 th { border-bottom: 1px solid #999; }
-td.key, th.key { text-align: left; font-family: monospace; max-width: 40em; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; }
+td.key, th.key { text-align: left; font-family: monospace; white-space: normal; overflow-wrap: anywhere; min-width: 8em; }
 td.name, th.name { text-align: left; }
 td.bar { width: 10em; text-align: left; }
 td.bar span { display: inline-block; height: 0.8em; background: #36c; }
@@ -136,29 +156,29 @@ tr.slow td { color: #c33; font-weight: bold; }
 <h1>/debug/perkey</h1>
 <p class="note">refreshed every second<span id="status"></span> · <a href="?format=json&amp;n={{.N}}">JSON</a> · times in UTC</p>
 <main id="live">
-<p>as of <span data-json="Time">{{clock .Time}}</span> · up <span data-json="Uptime" data-ns="{{ns .Uptime}}">{{dur .Uptime}}</span> · started <span data-json="Settings.Started">{{clock .Settings.Started}}</span></p>
+<p>as of <span data-json="time">{{clock .Time}}</span> · up <span data-json="uptime_seconds" data-seconds="{{secs .Uptime}}">{{dur .Uptime}}</span> · started <span data-json="settings.started">{{clock .Settings.Started}}</span></p>
 <div class="grid">
 <section>
 <h2>Configuration</h2>
 <table>
-<tr><td class="name">workers</td><td data-json="Settings.Workers">{{.Settings.Workers}}</td></tr>
-<tr><td class="name">max queue per key</td><td data-json="Settings.MaxQueuePerKey">{{with .Settings.MaxQueuePerKey}}{{.}}{{else}}no cap{{end}}</td></tr>
-<tr><td class="name">max pending</td><td data-json="Settings.MaxPending">{{with .Settings.MaxPending}}{{.}}{{else}}no cap{{end}}</td></tr>
-<tr><td class="name">throughput (tasks in a row)</td><td data-json="Settings.Throughput">{{.Settings.Throughput}}</td></tr>
-<tr><td class="name">stripes</td><td data-json="Settings.Stripes">{{with .Settings.Stripes}}{{.}}{{else}}none (a mailbox per key){{end}}</td></tr>
-<tr><td class="name">policy</td><td data-json="Settings.Policy">{{.Settings.Policy}}</td></tr>
-<tr><td class="name">reentrant</td><td data-json="Settings.Reentrant">{{if .Settings.Reentrant}}yes{{else}}no{{end}}</td></tr>
-<tr><td class="name">slow-task warning</td><td data-json="Settings.SlowTask" data-ns="{{ns .Settings.SlowTask}}">{{with .Settings.SlowTask}}after {{dur .}}{{else}}off{{end}}</td></tr>
-<tr><td class="name">ages tracked</td><td data-json="Settings.Ages">{{if .Settings.Ages}}yes{{else}}no{{end}}</td></tr>
+<tr><td class="name">workers</td><td data-json="settings.workers">{{.Settings.Workers}}</td></tr>
+<tr><td class="name">max queue per key</td><td data-json="settings.max_queue_per_key">{{with .Settings.MaxQueuePerKey}}{{.}}{{else}}no cap{{end}}</td></tr>
+<tr><td class="name">max pending</td><td data-json="settings.max_pending">{{with .Settings.MaxPending}}{{.}}{{else}}no cap{{end}}</td></tr>
+<tr><td class="name">throughput (tasks in a row)</td><td data-json="settings.throughput">{{.Settings.Throughput}}</td></tr>
+<tr><td class="name">stripes</td><td data-json="settings.stripes">{{with .Settings.Stripes}}{{.}}{{else}}none (a mailbox per key){{end}}</td></tr>
+<tr><td class="name">policy</td><td data-json="settings.policy">{{.Settings.Policy}}</td></tr>
+<tr><td class="name">reentrant</td><td data-json="settings.reentrant">{{if .Settings.Reentrant}}yes{{else}}no{{end}}</td></tr>
+<tr><td class="name">slow-task warning</td><td data-json="settings.slow_task_seconds" data-seconds="{{secs .Settings.SlowTask}}">{{with .Settings.SlowTask}}after {{dur .}}{{else}}off{{end}}</td></tr>
+<tr><td class="name">ages tracked</td><td data-json="settings.ages">{{if .Settings.Ages}}yes{{else}}no{{end}}</td></tr>
 </table>
 </section>
 
 <section>
 <h2>Now</h2>
 <table>
-<tr><td class="name">active keys</td><td data-json="Stats.ActiveKeys">{{.Stats.ActiveKeys}}</td></tr>
-<tr><td class="name">queued</td><td data-json="Stats.Queued">{{.Stats.Queued}}</td></tr>
-<tr><td class="name">running</td><td data-json="Stats.Running">{{.Stats.Running}}</td></tr>
+<tr><td class="name">active keys</td><td data-json="stats.active_keys">{{.Stats.ActiveKeys}}</td></tr>
+<tr><td class="name">queued</td><td data-json="stats.queued">{{.Stats.Queued}}</td></tr>
+<tr><td class="name">running</td><td data-json="stats.running">{{.Stats.Running}}</td></tr>
 </table>
 <p class="note">Running counts tasks on the {{.Settings.Workers}} workers.</p>
 </section>
@@ -167,14 +187,14 @@ tr.slow td { color: #c33; font-weight: bold; }
 <h2>Since start</h2>
 <table>
 <tr><th class="name">tasks</th><th>total</th><th>per second</th></tr>
-<tr><td class="name">submitted</td><td data-json="Stats.Submitted">{{.Stats.Submitted}}</td><td data-json="Rates.Submitted">{{if .Rates.Window}}{{rate .Rates.Submitted}}{{end}}</td></tr>
-<tr><td class="name">completed</td><td data-json="Stats.Completed">{{.Stats.Completed}}</td><td data-json="Rates.Completed">{{if .Rates.Window}}{{rate .Rates.Completed}}{{end}}</td></tr>
-<tr><td class="name">rejected</td><td data-json="Stats.Rejected">{{.Stats.Rejected}}</td><td data-json="Rates.Rejected">{{if .Rates.Window}}{{rate .Rates.Rejected}}{{end}}</td></tr>
-<tr><td class="name">canceled</td><td data-json="Stats.Canceled">{{.Stats.Canceled}}</td><td data-json="Rates.Canceled">{{if .Rates.Window}}{{rate .Rates.Canceled}}{{end}}</td></tr>
-<tr><td class="name">panicked</td><td data-json="Stats.Panicked">{{.Stats.Panicked}}</td><td data-json="Rates.Panicked">{{if .Rates.Window}}{{rate .Rates.Panicked}}{{end}}</td></tr>
-<tr><td class="name">slow</td><td data-json="Stats.Slow">{{.Stats.Slow}}</td><td data-json="Rates.Slow">{{if .Rates.Window}}{{rate .Rates.Slow}}{{end}}</td></tr>
+<tr><td class="name">submitted</td><td data-json="stats.submitted">{{.Stats.Submitted}}</td><td data-json="rates.submitted_per_second">{{if .Rates.Window}}{{rate .Rates.Submitted}}{{end}}</td></tr>
+<tr><td class="name">completed</td><td data-json="stats.completed">{{.Stats.Completed}}</td><td data-json="rates.completed_per_second">{{if .Rates.Window}}{{rate .Rates.Completed}}{{end}}</td></tr>
+<tr><td class="name">rejected</td><td data-json="stats.rejected">{{.Stats.Rejected}}</td><td data-json="rates.rejected_per_second">{{if .Rates.Window}}{{rate .Rates.Rejected}}{{end}}</td></tr>
+<tr><td class="name">canceled</td><td data-json="stats.canceled">{{.Stats.Canceled}}</td><td data-json="rates.canceled_per_second">{{if .Rates.Window}}{{rate .Rates.Canceled}}{{end}}</td></tr>
+<tr><td class="name">panicked</td><td data-json="stats.panicked">{{.Stats.Panicked}}</td><td data-json="rates.panicked_per_second">{{if .Rates.Window}}{{rate .Rates.Panicked}}{{end}}</td></tr>
+<tr><td class="name">slow</td><td data-json="stats.slow">{{.Stats.Slow}}</td><td data-json="rates.slow_per_second">{{if .Rates.Window}}{{rate .Rates.Slow}}{{end}}</td></tr>
 </table>
-<p class="note">{{if .Rates.Window}}Per second over the last <span data-json="Rates.Window" data-ns="{{ns .Rates.Window}}">{{dur .Rates.Window}}</span>.{{else}}No rates: the executor's start is unknown.{{end}}
+<p class="note">{{if .Rates.Window}}Per second over the last <span data-json="rates.window_seconds" data-seconds="{{secs .Rates.Window}}">{{dur .Rates.Window}}</span>, from the server's samples: the same window for every viewer.{{else}}No rates yet: the executor's start is unknown, and the server has taken one sample.{{end}}
 Slow: holds longer than the slow-task warning's threshold.</p>
 </section>
 
@@ -184,7 +204,7 @@ Slow: holds longer than the slow-task warning's threshold.</p>
 <table>
 <tr><th class="name"></th><th>wait</th><th>run</th></tr>
 {{- range .}}
-<tr><td class="name" data-json="Latency.Quantiles.{{.I}}">{{.Q}}</td><td{{if .HasWait}} data-json="Latency.Wait.{{.I}}" data-ns="{{ns .Wait}}"{{end}}>{{if .HasWait}}{{dur .Wait}}{{else}}–{{end}}</td><td{{if .HasRun}} data-json="Latency.Run.{{.I}}" data-ns="{{ns .Run}}"{{end}}>{{if .HasRun}}{{dur .Run}}{{else}}–{{end}}</td></tr>
+<tr><td class="name" data-json="latency.quantiles.{{.I}}">{{.Q}}</td><td{{if .HasWait}} data-json="latency.wait_seconds.{{.I}}" data-seconds="{{secs .Wait}}"{{end}}>{{if .HasWait}}{{dur .Wait}}{{else}}–{{end}}</td><td{{if .HasRun}} data-json="latency.run_seconds.{{.I}}" data-seconds="{{secs .Run}}"{{end}}>{{if .HasRun}}{{dur .Run}}{{else}}–{{end}}</td></tr>
 {{- end}}
 </table>
 <p class="note">Wait: from acceptance to start. Run: how long fn ran.<br>
@@ -203,7 +223,7 @@ Pass the metrics.Collector it observes to debugpage.WithLatency.</p>
 <thead><tr><th class="key">key</th><th>age</th><th>held</th><th>oldest wait</th><th>pending</th></tr></thead>
 <tbody id="oldest">
 {{- range $i, $k := .OldestKeys}}
-<tr{{if $.Slow $k}} class="slow"{{end}}><td class="key" data-json="OldestKeys.{{$i}}.Key">{{$k.Key}}</td><td class="age" data-json="OldestKeys.{{$i}}.Age" data-ns="{{ns $k.Age}}">{{dur $k.Age}}</td><td data-json="OldestKeys.{{$i}}.Held" data-ns="{{ns $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="OldestKeys.{{$i}}.OldestWait" data-ns="{{ns $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td data-json="OldestKeys.{{$i}}.Pending">{{$k.Pending}}</td></tr>
+<tr{{if $.Slow $k}} class="slow"{{end}}><td class="key" data-json="oldest_keys.{{$i}}.key"{{if ne (short $k.Key) $k.Key}} title="{{$k.Key}}"{{end}}>{{short $k.Key}}</td><td class="age" data-json="oldest_keys.{{$i}}.age_seconds" data-seconds="{{secs $k.Age}}">{{dur $k.Age}}</td><td data-json="oldest_keys.{{$i}}.held_seconds" data-seconds="{{secs $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="oldest_keys.{{$i}}.oldest_wait_seconds" data-seconds="{{secs $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td data-json="oldest_keys.{{$i}}.pending">{{$k.Pending}}</td></tr>
 {{- else}}
 <tr><td class="key">{{if .Settings.Ages}}(none){{else}}(ages not tracked){{end}}</td><td></td><td></td><td></td><td></td></tr>
 {{- end}}
@@ -223,7 +243,7 @@ Ages are tracked with an Observer (such as a metrics.Collector), a policy that r
 <thead><tr><th class="key">key</th><th>pending</th><th>held</th><th>oldest wait</th><th></th></tr></thead>
 <tbody id="hot">
 {{- range $i, $k := .HotRows}}
-<tr{{if $k.AtCap}} class="atcap"{{end}}><td class="key" data-json="HotKeys.{{$i}}.Key">{{$k.Key}}</td><td data-json="HotKeys.{{$i}}.Pending">{{$k.Pending}}</td><td data-json="HotKeys.{{$i}}.Held" data-ns="{{ns $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="HotKeys.{{$i}}.OldestWait" data-ns="{{ns $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td class="bar"><span style="width: {{$k.Bar}}%"></span></td></tr>
+<tr{{if $k.AtCap}} class="atcap"{{end}}><td class="key" data-json="hot_keys.{{$i}}.key"{{if ne (short $k.Key) $k.Key}} title="{{$k.Key}}"{{end}}>{{short $k.Key}}</td><td data-json="hot_keys.{{$i}}.pending">{{$k.Pending}}</td><td data-json="hot_keys.{{$i}}.held_seconds" data-seconds="{{secs $k.Held}}">{{if $k.Held}}{{dur $k.Held}}{{else}}–{{end}}</td><td data-json="hot_keys.{{$i}}.oldest_wait_seconds" data-seconds="{{secs $k.OldestWait}}">{{if $k.OldestWait}}{{dur $k.OldestWait}}{{else}}–{{end}}</td><td class="bar"><span style="width: {{$k.Bar}}%"></span></td></tr>
 {{- else}}
 <tr><td class="key">(none)</td><td></td><td></td><td></td><td></td></tr>
 {{- end}}

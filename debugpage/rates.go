@@ -8,21 +8,31 @@ import (
 )
 
 const (
-	// minWindow is the shortest window rates are measured over once there
-	// is an earlier sample: two tabs a few milliseconds apart would give
-	// noise.
-	minWindow = time.Second
-	// sampleEvery: a request within this of the newest sample records none,
-	// so a handler keeps about minWindow/sampleEvery + 1 samples at most.
-	sampleEvery = 100 * time.Millisecond
+	// RateWindow is the window rates are measured over: the handler's
+	// samples of the last RateWindow, whoever asks.
+	RateWindow = 10 * time.Second
+	// sampleEvery is how often a handler samples its source's Stats while
+	// it is looked at.
+	sampleEvery = time.Second
+	// idleAfter: a handler that has served no request for this long stops
+	// sampling; the next request starts again, with a shorter window until
+	// RateWindow of samples have gathered.
+	idleAfter = 5 * time.Minute
 )
 
-// sampler keeps the counters of a handler's recent requests, so that rates
-// come from server-side data alone: a page has them on its first paint, and
-// the HTML and the JSON agree.
+// sampler keeps a handler's samples of its source's counters, taken once a
+// second on a timer of its own while the page is looked at, so that the
+// rates of every request cover the same window, kept by the server: not
+// the time since whoever looked last. It runs no goroutine between
+// samples (a timer, re-armed after each), and stops after idleAfter
+// without a request.
 type sampler struct {
-	mu      sync.Mutex // protects samples
-	samples []sample   // oldest first
+	stats func() executor.Stats
+
+	mu       sync.Mutex  // protects the fields below
+	samples  []sample    // oldest first, sampleEvery apart, at most RateWindow/sampleEvery + 1
+	timer    *time.Timer // nil when not sampling
+	lastLook time.Time   // the latest request
 }
 
 type sample struct {
@@ -30,29 +40,25 @@ type sample struct {
 	stats executor.Stats
 }
 
-// rates returns the rates of stats at now over the window that starts at
-// the newest sample at least minWindow old or, if there is none, at started
-// (when every counter was 0), and records stats as a sample. A zero started
-// and no sample give zero Rates.
-func (s *sampler) rates(now time.Time, stats executor.Stats, started time.Time) Rates {
+// rates returns the rates over the newest RateWindow of samples, and
+// starts sampling if it had stopped (then its first sample is now). Until
+// the samples span RateWindow, the window is since started, when every
+// counter was 0, or, if started is zero, since the oldest sample; a zero
+// started and a single sample give zero Rates.
+func (s *sampler) rates(now, started time.Time) Rates {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	base := sample{at: started}
-	i := len(s.samples) - 1
-	for i >= 0 && now.Sub(s.samples[i].at) < minWindow {
-		i--
+	s.lastLook = now
+	if s.timer == nil {
+		s.samples = append(s.samples[:0], sample{at: now, stats: s.stats()})
+		s.timer = time.AfterFunc(sampleEvery, s.tick)
 	}
-	if i >= 0 {
-		base = s.samples[i]
-		s.samples = s.samples[i:] // older ones can never be the base again
+	end := s.samples[len(s.samples)-1]
+	base := s.samples[0]
+	if end.at.Sub(base.at) < RateWindow-sampleEvery/2 && !started.IsZero() {
+		base = sample{at: started}
 	}
-	if n := len(s.samples); n == 0 || now.Sub(s.samples[n-1].at) >= sampleEvery {
-		s.samples = append(s.samples, sample{at: now, stats: stats})
-	}
-	if base.at.IsZero() {
-		return Rates{}
-	}
-	window := now.Sub(base.at)
+	window := end.at.Sub(base.at)
 	if window <= 0 {
 		return Rates{}
 	}
@@ -63,14 +69,31 @@ func (s *sampler) rates(now time.Time, stats executor.Stats, started time.Time) 
 		}
 		return float64(to-from) / secs
 	}
-	b := base.stats
+	b, e := base.stats, end.stats
 	return Rates{
 		Window:    window,
-		Submitted: per(b.Submitted, stats.Submitted),
-		Completed: per(b.Completed, stats.Completed),
-		Rejected:  per(b.Rejected, stats.Rejected),
-		Canceled:  per(b.Canceled, stats.Canceled),
-		Panicked:  per(b.Panicked, stats.Panicked),
-		Slow:      per(b.Slow, stats.Slow),
+		Submitted: per(b.Submitted, e.Submitted),
+		Completed: per(b.Completed, e.Completed),
+		Rejected:  per(b.Rejected, e.Rejected),
+		Canceled:  per(b.Canceled, e.Canceled),
+		Panicked:  per(b.Panicked, e.Panicked),
+		Slow:      per(b.Slow, e.Slow),
 	}
+}
+
+// tick takes a sample and re-arms the timer, or stops sampling if nobody
+// has looked for idleAfter.
+func (s *sampler) tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	if now.Sub(s.lastLook) > idleAfter {
+		s.timer, s.samples = nil, s.samples[:0]
+		return
+	}
+	s.samples = append(s.samples, sample{at: now, stats: s.stats()})
+	if keep := int(RateWindow/sampleEvery) + 1; len(s.samples) > keep {
+		s.samples = append(s.samples[:0], s.samples[len(s.samples)-keep:]...)
+	}
+	s.timer.Reset(sampleEvery)
 }

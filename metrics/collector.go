@@ -42,9 +42,10 @@ var reasons = [...]executor.Reason{
 // text says why.
 //
 // One Collector may observe several executors: counters and histograms
-// then add up their events, the active, queued and running gauges add up
-// their Stats, and perkey_key_pending_max is the largest MaxKeyPending
-// among them. Its Observer methods take no lock and do not allocate. It is
+// then add up their events; the active, queued, running and slow-holds
+// gauges, the workers and the global cap add up; perkey_key_pending_max,
+// the per-key cap and the two ages are the largest among them, and the
+// slow-task threshold the smallest that is set. Its Observer methods take no lock and do not allocate. It is
 // safe for concurrent use.
 type Collector struct {
 	submitted prometheus.Counter
@@ -65,8 +66,16 @@ type Collector struct {
 	pendingMax *prometheus.Desc
 	attached   *prometheus.Desc
 
-	mu     sync.Mutex        // protects gauges
-	gauges []executor.Gauges // attached executors
+	oldestHold   *prometheus.Desc
+	oldestQueued *prometheus.Desc
+	slowHolds    *prometheus.Desc
+	workers      *prometheus.Desc
+	keyLimit     *prometheus.Desc
+	pendingLimit *prometheus.Desc
+	slowLimit    *prometheus.Desc
+
+	mu      sync.Mutex // protects sources
+	sources []source   // attached executors
 }
 
 var (
@@ -117,6 +126,20 @@ func New(namespace string) *Collector {
 		pendingMax: gauge("key_pending_max", "Pending tasks (queued + running) of the busiest key now."),
 		attached: gauge("executors_attached",
 			"Executors this Collector observes now: built with executor.WithObserver(collector) and not yet closed. 0 when it was never passed to WithObserver (then every other metric of it reads 0, however busy the executor), or once every executor it observed has closed."),
+
+		oldestHold: gauge("oldest_hold_seconds",
+			"Age of the oldest hold of a key now: how long the longest-running task (or shared group, or multi-key task) has held its key; 0 when none runs. A stuck key keeps it rising."),
+		oldestQueued: gauge("oldest_queued_seconds",
+			"How long the oldest queued task has waited now; 0 when none is queued."),
+		slowHolds: gauge("slow_holds",
+			"Holds of a key older than the executor's WithSlowTaskWarning threshold now; 0 when the option is off."),
+		workers: gauge("workers", "Workers the executor runs tasks on (WithWorkers)."),
+		keyLimit: gauge("key_pending_limit",
+			"Cap on one key's pending tasks (WithMaxQueuePerKey); 0 means no cap."),
+		pendingLimit: gauge("pending_limit",
+			"Cap on the executor's pending tasks, all keys together (WithMaxPending); 0 means no cap."),
+		slowLimit: gauge("slow_task_threshold_seconds",
+			"Hold age past which a hold is slow (WithSlowTaskWarning); 0 means off."),
 	}
 	for _, r := range reasons {
 		c.byReason[r] = c.rejected.WithLabelValues(r.String())
@@ -129,8 +152,8 @@ func New(namespace string) *Collector {
 func (c *Collector) Attach(g executor.Gauges) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !slices.Contains(c.gauges, g) {
-		c.gauges = append(c.gauges, g)
+	if !slices.ContainsFunc(c.sources, func(s source) bool { return s.g == g }) {
+		c.sources = append(c.sources, newSource(g))
 	}
 }
 
@@ -139,7 +162,7 @@ func (c *Collector) Attach(g executor.Gauges) {
 func (c *Collector) Detach(g executor.Gauges) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.gauges = slices.DeleteFunc(c.gauges, func(o executor.Gauges) bool { return o == g })
+	c.sources = slices.DeleteFunc(c.sources, func(s source) bool { return s.g == g })
 }
 
 // Describe sends the descriptors of every metric c exposes
@@ -158,11 +181,19 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.running
 	ch <- c.pendingMax
 	ch <- c.attached
+	ch <- c.oldestHold
+	ch <- c.oldestQueued
+	ch <- c.slowHolds
+	ch <- c.workers
+	ch <- c.keyLimit
+	ch <- c.pendingLimit
+	ch <- c.slowLimit
 }
 
 // Collect sends the current value of every metric (prometheus.Collector).
-// The gauges are read from the attached executors now: Stats is cheap,
-// MaxKeyPending visits every live mailbox, as HotKeys(1) does.
+// The gauges are read from the attached executors now: Stats and Settings
+// are cheap; MaxKeyPending visits every live mailbox, as HotKeys(1) does,
+// and so does OldestKeys, which the age gauges come from (see scanAges).
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.submitted.Collect(ch)
 	c.completed.Collect(ch)
@@ -174,21 +205,46 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.run.Collect(ch)
 
 	c.mu.Lock()
-	gauges := slices.Clone(c.gauges)
+	sources := slices.Clone(c.sources)
 	c.mu.Unlock()
-	var active, queued, running, pendingMax int
-	for _, g := range gauges { // not under mu: MaxKeyPending takes shard locks
-		s := g.Stats()
+	var active, queued, running, pendingMax, slowHolds int
+	var workers, keyLimit, pendingLimit int
+	var held, wait, slowLimit time.Duration
+	for _, src := range sources { // not under mu: MaxKeyPending takes shard locks
+		s := src.g.Stats()
 		active += s.ActiveKeys
 		queued += s.Queued
 		running += s.Running
-		pendingMax = max(pendingMax, g.MaxKeyPending())
+		pendingMax = max(pendingMax, src.g.MaxKeyPending())
+		var set executor.Settings
+		if src.settings != nil {
+			set = src.settings()
+		}
+		workers += set.Workers
+		keyLimit = max(keyLimit, set.MaxQueuePerKey)
+		pendingLimit += set.MaxPending
+		if set.SlowTask > 0 && (slowLimit == 0 || set.SlowTask < slowLimit) {
+			slowLimit = set.SlowTask
+		}
+		a := scanAges(src, s.ActiveKeys, s.Queued, set.SlowTask)
+		held, wait = max(held, a.held), max(wait, a.wait)
+		slowHolds += a.slowHolds
 	}
-	ch <- prometheus.MustNewConstMetric(c.activeKeys, prometheus.GaugeValue, float64(active))
-	ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(queued))
-	ch <- prometheus.MustNewConstMetric(c.running, prometheus.GaugeValue, float64(running))
-	ch <- prometheus.MustNewConstMetric(c.pendingMax, prometheus.GaugeValue, float64(pendingMax))
-	ch <- prometheus.MustNewConstMetric(c.attached, prometheus.GaugeValue, float64(len(gauges)))
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	gauge(c.activeKeys, float64(active))
+	gauge(c.queued, float64(queued))
+	gauge(c.running, float64(running))
+	gauge(c.pendingMax, float64(pendingMax))
+	gauge(c.attached, float64(len(sources)))
+	gauge(c.oldestHold, held.Seconds())
+	gauge(c.oldestQueued, wait.Seconds())
+	gauge(c.slowHolds, float64(slowHolds))
+	gauge(c.workers, float64(workers))
+	gauge(c.keyLimit, float64(keyLimit))
+	gauge(c.pendingLimit, float64(pendingLimit))
+	gauge(c.slowLimit, slowLimit.Seconds())
 }
 
 // TaskAccepted counts a submission (executor.Observer).

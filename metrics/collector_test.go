@@ -135,9 +135,9 @@ func TestLintFresh(t *testing.T) {
 			if n := testutil.CollectAndCount(m, want); n != 1 {
 				t.Errorf("series named %s: got %d; want 1", want, n)
 			}
-			// 5 gauges, 5 counters, 4 rejection reasons, 2 histograms.
-			if n := testutil.CollectAndCount(m); n != 16 {
-				t.Errorf("series: got %d; want 16", n)
+			// 12 gauges, 5 counters, 4 rejection reasons, 2 histograms.
+			if n := testutil.CollectAndCount(m); n != 23 {
+				t.Errorf("series: got %d; want 23", n)
 			}
 		})
 	}

@@ -16,6 +16,13 @@
 //	perkey_tasks_running                gauge     tasks executing now
 //	perkey_key_pending_max              gauge     pending tasks of the busiest key now
 //	perkey_executors_attached           gauge     executors observed now (0: never passed to WithObserver)
+//	perkey_oldest_hold_seconds          gauge     age of the oldest hold of a key now (a stuck key)
+//	perkey_oldest_queued_seconds        gauge     wait of the oldest queued task now
+//	perkey_slow_holds                   gauge     holds older than WithSlowTaskWarning's threshold now
+//	perkey_workers                      gauge     WithWorkers
+//	perkey_key_pending_limit            gauge     WithMaxQueuePerKey (0: no cap)
+//	perkey_pending_limit                gauge     WithMaxPending (0: no cap)
+//	perkey_slow_task_threshold_seconds  gauge     WithSlowTaskWarning (0: off)
 //	perkey_tasks_submitted_total        counter   tasks accepted
 //	perkey_tasks_completed_total        counter   tasks whose fn returned or panicked
 //	perkey_tasks_rejected_total{reason} counter   submissions refused: key, global, delay, closed
@@ -36,7 +43,19 @@
 // perkey_tasks_slow_total counts the holds an executor built with
 // executor.WithSlowTaskWarning(d) reports (each hold of a key longer than d,
 // once); the key is in the executor's warning log line and on the debug
-// page, never in a label.
+// page, never in a label. Alert on a stuck key with the gauges, not the
+// counter: perkey_oldest_hold_seconds rises for as long as a key is held
+// and falls back when it is given back, so an alert on it fires while the
+// key is stuck and resolves when it is not, whenever scraping began. A
+// counter that steps once per stuck hold does neither. The limits are
+// gauges too, so that a rule can compare perkey_key_pending_max with
+// perkey_key_pending_limit instead of hard-coding the cap.
+// examples/metrics/alerts.yml has rules for all of this, tested with
+// promtool.
+//
+// The age gauges come from the executor's OldestKeys at scrape time: most
+// scrapes read its first 64 keys, and one whose 64th key is still older
+// than what it found (or than the threshold) reads every active key.
 //
 // Quantiles estimates wait and run percentiles from the two histograms, as
 // histogram_quantile does; it makes a Collector the debugpage.LatencySource

@@ -4,7 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -29,7 +31,7 @@ func TestRun(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {
-		done <- run(ctx, config{addr: "127.0.0.1:0", keys: 1000, leak: true, stuck: true}, pw)
+		done <- run(ctx, config{addr: "127.0.0.1:0", keys: 1000, leak: true, stuck: true, realKeys: true, logs: io.Discard}, pw)
 		pw.Close()
 	}()
 	lines := make(chan string, 100)
@@ -66,6 +68,10 @@ func TestRun(t *testing.T) {
 		t.Fatalf("second line: got %q; want the time the stuck key was held from", line)
 	}
 
+	if line := next("real keys line"); !strings.HasPrefix(line, "holding 4 keys") {
+		t.Fatalf("third line: got %q; want the keys shaped like production ones", line)
+	}
+
 	rejected := regexp.MustCompile(`(?m)^perkey_tasks_rejected_total\{reason="key"\} (\S+)$`)
 	attached := regexp.MustCompile(`(?m)^perkey_executors_attached 1$`)
 	for {
@@ -99,8 +105,8 @@ func TestRun(t *testing.T) {
 }
 
 func TestStatus(t *testing.T) {
-	prev := executor.Stats{Submitted: 1000, Completed: 900, Rejected: 10}
-	cur := executor.Stats{Submitted: 3000, Completed: 2800, Rejected: 410, Canceled: 4, Queued: 31, Running: 16, Slow: 1}
+	prev := executor.Stats{Submitted: 1000, Completed: 900, Rejected: 10, Panicked: 5}
+	cur := executor.Stats{Submitted: 3000, Completed: 2800, Rejected: 410, Canceled: 4, Panicked: 8, Queued: 31, Running: 16, Slow: 1}
 	hot := []executor.KeyLoad[string]{{Key: "hot", Pending: 32, OldestWait: 40 * time.Millisecond}}
 	old := []executor.KeyLoad[string]{{Key: "stuck", Pending: 1, Held: 12345 * time.Millisecond}}
 	for _, c := range []struct {
@@ -108,12 +114,71 @@ func TestStatus(t *testing.T) {
 		hot, oldest []executor.KeyLoad[string]
 		want        string
 	}{
-		{"busy", hot, old, "up 1m5s  submitted 1000/s  completed 950/s  rejected 200/s  canceled 2/s  queued 31  running 16  slow 1" +
+		{"busy", hot, old, "up 1m5s  submitted 1000/s  completed 950/s  rejected 200/s  canceled 2/s  panicked 3  queued 31  running 16  slow 1" +
 			"  hottest hot (32 pending)  oldest stuck (12.3s)"},
-		{"idle", nil, nil, "up 1m5s  submitted 1000/s  completed 950/s  rejected 200/s  canceled 2/s  queued 31  running 16  slow 1"},
+		{"idle", nil, nil, "up 1m5s  submitted 1000/s  completed 950/s  rejected 200/s  canceled 2/s  panicked 3  queued 31  running 16  slow 1"},
 	} {
 		if got := status(65*time.Second+300*time.Millisecond, 2*time.Second, prev, cur, c.hot, c.oldest); got != c.want {
 			t.Errorf("%s:\ngot  %q\nwant %q", c.name, got, c.want)
+		}
+	}
+}
+
+// TestListen: a taken default address falls back to a free port and says
+// so; a taken address the user chose is an error that names -addr.
+func TestListen(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	var out strings.Builder
+	ln, err := listen(config{addr: taken.Addr().String(), fallback: true}, &out)
+	if err != nil {
+		t.Fatalf("default address taken: %v", err)
+	}
+	defer ln.Close()
+	if ln.Addr().String() == taken.Addr().String() {
+		t.Fatalf("listening on the taken address %s", ln.Addr())
+	}
+	want := taken.Addr().String() + " is in use; listening on " + ln.Addr().String() + " instead (choose an address with -addr)\n"
+	if out.String() != want {
+		t.Errorf("got %q; want %q", out.String(), want)
+	}
+	_, err = listen(config{addr: taken.Addr().String()}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "address already in use: choose another address with -addr") {
+		t.Errorf("chosen address taken: got %v; want an error naming -addr", err)
+	}
+}
+
+// TestPanicsCounted: recovered panics are not logged by default (the status
+// line counts them), and are logged with their stacks with -stacks; other
+// warnings are logged either way.
+func TestPanicsCounted(t *testing.T) {
+	for _, stacks := range []bool{false, true} {
+		var logs strings.Builder
+		e, err := executor.New[string](executor.WithLogger(logger(config{stacks: stacks, logs: &logs})),
+			executor.WithSlowTaskWarning(time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		err = e.Do(ctx, "k", func(context.Context) error { panic("boom") })
+		if _, ok := errors.AsType[*executor.PanicError](err); !ok {
+			t.Fatalf("Do: got %v; want a *PanicError", err)
+		}
+		if err := e.Do(ctx, "slow", func(context.Context) error { time.Sleep(20 * time.Millisecond); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := logs.String()
+		if logged := strings.Contains(got, `"msg":"task panicked"`) && strings.Contains(got, `"stack":"goroutine`); logged != stacks {
+			t.Errorf("-stacks=%v: panic logged with its stack: %v\n%s", stacks, logged, got)
+		}
+		if !strings.Contains(got, `"msg":"task running long"`) {
+			t.Errorf("-stacks=%v: no slow-task warning logged:\n%s", stacks, got)
 		}
 	}
 }

@@ -8,10 +8,13 @@
 //	POST /transfer               {"from":"alice","to":"bob","amount":50}
 //	                             → 200 {"from":{...},"to":{...}}
 //
-// A deposit opens the account if it does not exist yet. Errors are JSON
-// {"error":"..."}: 400 for a bad request, 404 for an unknown account, 409 for
-// insufficient funds, 429 with a Retry-After header when an account's queue
-// is full, 503 when the server is closing.
+// A deposit opens the account if it does not exist yet. A body must be
+// exactly one JSON object with the documented member names, each once,
+// spelled as shown (see api.Decode). Errors are JSON {"error":"..."}: 400
+// for a bad request, 404 for an unknown account or path, 405 for a method
+// a path does not take, 409 for insufficient funds, 413 for a body over
+// 1 KiB, 429 with a Retry-After header when an account's queue is full,
+// 503 when the server is closing.
 //
 // Every operation on an account runs as a task on that account's id: balance
 // reads with DoShared (they run together, like RLock), deposits with Do, and
@@ -23,7 +26,6 @@ package bank
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -33,11 +35,10 @@ import (
 	"time"
 
 	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/debugpage"
+	"github.com/perkey/perkey/examples/bank/api"
 	"github.com/perkey/perkey/executor"
 )
-
-// maxBody bounds a request body; the largest valid one is a few dozen bytes.
-const maxBody = 1 << 10
 
 var (
 	errNoAccount    = errors.New("bank: no such account")
@@ -96,6 +97,12 @@ func WithWorkers(n int) Option {
 	return func(c *config) { c.exec = append(c.exec, executor.WithWorkers(n)) }
 }
 
+// WithObserver passes o to the executor (executor.WithObserver): a
+// *metrics.Collector there exports the bank's executor to Prometheus.
+func WithObserver(o executor.Observer) Option {
+	return func(c *config) { c.exec = append(c.exec, executor.WithObserver(o)) }
+}
+
 // WithBeforeWrite sets a function called inside every deposit and transfer,
 // while the accounts in ids are held and before they change: the place where
 // a real service would write to its database. An error from f fails the
@@ -134,8 +141,16 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
-// Handler returns the service's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the service's HTTP handler. It answers paths and
+// methods it has no route for in JSON too (404, 405).
+func (s *Server) Handler() http.Handler { return api.JSONErrors(s.mux) }
+
+// DebugPage returns the executor's live debug page (package debugpage):
+// the accounts with the most requests pending, and those whose requests
+// are oldest. Mount it on /debug/perkey and /debug/perkey/.
+func (s *Server) DebugPage(opts ...debugpage.Option) http.Handler {
+	return debugpage.Handler(s.exec, opts...)
+}
 
 // Close stops the executor: requests still in the handler finish, new ones
 // are answered 503. Call it after http.Server.Shutdown (or
@@ -194,8 +209,8 @@ func (s *Server) deposit(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	var req DepositRequest
 	// Decode before taking the account: a slow client must not hold it.
-	if err := decode(w, r, &req); err != nil {
-		fail(w, http.StatusBadRequest, err.Error())
+	if err := api.Decode(w, r, map[string]any{"amount": &req.Amount}); err != nil {
+		api.FailDecode(w, err)
 		return
 	}
 	if req.Amount <= 0 {
@@ -229,8 +244,8 @@ func (s *Server) deposit(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
 	var req TransferRequest
-	if err := decode(w, r, &req); err != nil {
-		fail(w, http.StatusBadRequest, err.Error())
+	if err := api.Decode(w, r, map[string]any{"from": &req.From, "to": &req.To, "amount": &req.Amount}); err != nil {
+		api.FailDecode(w, err)
 		return
 	}
 	switch {
@@ -337,23 +352,6 @@ func retryAfter(d time.Duration) int64 {
 	return max(1, int64(math.Ceil(d.Seconds())))
 }
 
-func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("bad request body: %w", err)
-	}
-	return nil
-}
+func fail(w http.ResponseWriter, status int, msg string) { api.Fail(w, status, msg) }
 
-func fail(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, struct {
-		Error string `json:"error"`
-	}{msg})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client may be gone; nothing to do
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { api.WriteJSON(w, status, v) }

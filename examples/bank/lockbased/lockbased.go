@@ -16,14 +16,18 @@
 package lockbased
 
 import (
-	"encoding/json"
 	"math"
 	"net/http"
 	"sync"
+	"time"
+
+	"github.com/perkey/perkey/examples/bank/api"
 )
 
 // Server is the lock-based bank service.
 type Server struct {
+	opTime time.Duration // WithOpTime; 0 = instant
+
 	mu    sync.Mutex               // guards locks
 	locks map[string]*sync.RWMutex // one per id ever seen; never shrinks
 
@@ -35,17 +39,37 @@ type account struct {
 	balance int64
 }
 
+// balance is an account as the API shows it.
+type balance struct {
+	ID      string `json:"id"`
+	Balance int64  `json:"balance"`
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithOpTime makes every operation take d while it holds its accounts, as
+// package bank's WithOpTime does, so that the two can be loaded alike. A
+// request whose client goes away stops waiting.
+func WithOpTime(d time.Duration) Option {
+	return func(s *Server) { s.opTime = max(0, d) }
+}
+
 // New returns a Server with no accounts.
-func New() *Server {
+func New(opts ...Option) *Server {
 	s := &Server{locks: make(map[string]*sync.RWMutex), mux: http.NewServeMux()}
+	for _, o := range opts {
+		o(s)
+	}
 	s.mux.HandleFunc("GET /accounts/{id}", s.balance)
 	s.mux.HandleFunc("POST /accounts/{id}/deposit", s.deposit)
 	s.mux.HandleFunc("POST /transfer", s.transfer)
 	return s
 }
 
-// Handler returns the service's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the service's HTTP handler: the same API as package
+// bank's, with the same strict decoding and JSON errors (package api).
+func (s *Server) Handler() http.Handler { return api.JSONErrors(s.mux) }
 
 // lock returns id's mutex, creating it on first use.
 func (s *Server) lock(id string) *sync.RWMutex {
@@ -70,35 +94,45 @@ func (s *Server) balance(w http.ResponseWriter, r *http.Request) {
 	l := s.lock(id) // a GET for a typo leaves a mutex behind forever
 	l.RLock()
 	defer l.RUnlock()
+	if !s.work(w, r) {
+		return
+	}
 	a := s.lookup(id)
 	if a == nil {
 		fail(w, http.StatusNotFound, "no such account")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "balance": a.balance})
+	writeJSON(w, http.StatusOK, balance{id, a.balance})
 }
 
 func (s *Server) deposit(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	var req struct{ Amount int64 }
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&req); err != nil || req.Amount <= 0 {
-		fail(w, http.StatusBadRequest, "bad request")
+	var amount int64
+	if err := api.Decode(w, r, map[string]any{"amount": &amount}); err != nil {
+		api.FailDecode(w, err)
+		return
+	}
+	if amount <= 0 {
+		fail(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
 	l := s.lock(id)
 	l.Lock() // no bound, no ctx: a hot account parks every request here
 	defer l.Unlock()
+	if !s.work(w, r) {
+		return
+	}
 	a := s.lookup(id)
 	if a == nil {
 		a = new(account)
 		s.accounts.Store(id, a)
 	}
-	if a.balance > math.MaxInt64-req.Amount {
+	if a.balance > math.MaxInt64-amount {
 		fail(w, http.StatusConflict, "balance would overflow")
 		return
 	}
-	a.balance += req.Amount
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "balance": a.balance})
+	a.balance += amount
+	writeJSON(w, http.StatusOK, balance{id, a.balance})
 }
 
 func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
@@ -106,9 +140,16 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
 		From, To string
 		Amount   int64
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<10)).Decode(&req); err != nil ||
-		req.From == "" || req.To == "" || req.Amount <= 0 {
-		fail(w, http.StatusBadRequest, "bad request")
+	if err := api.Decode(w, r, map[string]any{"from": &req.From, "to": &req.To, "amount": &req.Amount}); err != nil {
+		api.FailDecode(w, err)
+		return
+	}
+	switch {
+	case req.From == "" || req.To == "":
+		fail(w, http.StatusBadRequest, "from and to are required")
+		return
+	case req.Amount <= 0:
+		fail(w, http.StatusBadRequest, "amount must be positive")
 		return
 	}
 	if req.From == req.To {
@@ -126,6 +167,9 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
 	defer l1.Unlock()
 	l2.Lock()
 	defer l2.Unlock()
+	if !s.work(w, r) {
+		return
+	}
 
 	from, to := s.lookup(req.From), s.lookup(req.To)
 	switch {
@@ -141,10 +185,28 @@ func (s *Server) transfer(w http.ResponseWriter, r *http.Request) {
 	}
 	from.balance -= req.Amount
 	to.balance += req.Amount
-	writeJSON(w, http.StatusOK, map[string]any{
-		"from": map[string]any{"id": req.From, "balance": from.balance},
-		"to":   map[string]any{"id": req.To, "balance": to.balance},
-	})
+	writeJSON(w, http.StatusOK, struct {
+		From balance `json:"from"`
+		To   balance `json:"to"`
+	}{balance{req.From, from.balance}, balance{req.To, to.balance}})
+}
+
+// work spends an operation's time (WithOpTime) while the caller holds its
+// locks, and answers 503 and returns false if the client goes away first:
+// the operation is then abandoned.
+func (s *Server) work(w http.ResponseWriter, r *http.Request) bool {
+	if s.opTime == 0 {
+		return true
+	}
+	t := time.NewTimer(s.opTime)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		fail(w, http.StatusServiceUnavailable, r.Context().Err().Error())
+		return false
+	}
 }
 
 // Locks reports how many mutexes the server holds: one per id ever seen.
@@ -154,12 +216,6 @@ func (s *Server) Locks() int {
 	return len(s.locks)
 }
 
-func fail(w http.ResponseWriter, status int, msg string) {
-	writeJSON(w, status, map[string]string{"error": msg})
-}
+func fail(w http.ResponseWriter, status int, msg string) { api.Fail(w, status, msg) }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { api.WriteJSON(w, status, v) }
