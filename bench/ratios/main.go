@@ -251,10 +251,15 @@ func write(w io.Writer, s samples, n int) {
 						c := cell{api, feed, ctx, k}
 						t, ok1 := s.median(c, impl, "tasks/s")
 						b, ok2 := s.median(c, impl, "B/op")
-						a, ok3 := s.median(c, impl, "allocs/op")
+						// allocs/task, where the harness reports it, is
+						// allocs/op unrounded.
+						a, ok3 := s.median(c, impl, "allocs/task")
+						if !ok3 {
+							a, ok3 = s.median(c, impl, "allocs/op")
+						}
 						switch {
 						case ok1 && ok2 && ok3:
-							fmt.Fprintf(w, " %.2f M, %.0f B, %.0f |", t/1e6, b, a)
+							fmt.Fprintf(w, " %.2f M, %.0f B, %.2f |", t/1e6, b, a)
 						case ok1:
 							fmt.Fprintf(w, " %.2f M |", t/1e6)
 						default:
