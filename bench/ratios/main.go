@@ -27,8 +27,9 @@ import (
 	"strings"
 )
 
-// Dimensions in the order the tables show them; values the input has that
-// are not listed here are appended in the order first seen.
+// Dimensions in the order the tables show them. Only values the input has
+// are shown; values it has that are not listed here come after, in the
+// order first seen.
 var (
 	apis  = []string{"Go", "Submit"}
 	feeds = []string{"owned", "shared"}
@@ -76,6 +77,7 @@ func parse(r io.Reader) (samples, int, error) {
 	most := 0
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	seen := make(map[string]bool)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
 		if len(f) < 4 || !strings.HasPrefix(f[0], "BenchmarkThroughput/") {
@@ -102,11 +104,19 @@ func parse(r io.Reader) (samples, int, error) {
 		for _, d := range []struct {
 			list *[]string
 			v    string
-		}{{&apis, c.api}, {&feeds, c.feed}, {&ctxs, c.ctx}, {&keys, c.keys}} {
-			if !slices.Contains(*d.list, d.v) {
-				*d.list = append(*d.list, d.v)
+		}{{&apis, "api=" + c.api}, {&feeds, "feed=" + c.feed}, {&ctxs, "ctx=" + c.ctx}, {&keys, "keys=" + c.keys}} {
+			_, v, _ := strings.Cut(d.v, "=")
+			seen[d.v] = true
+			if !slices.Contains(*d.list, v) {
+				*d.list = append(*d.list, v)
 			}
 		}
+	}
+	for _, d := range []struct {
+		list *[]string
+		dim  string
+	}{{&apis, "api="}, {&feeds, "feed="}, {&ctxs, "ctx="}, {&keys, "keys="}} {
+		*d.list = slices.DeleteFunc(*d.list, func(v string) bool { return !seen[d.dim+v] })
 	}
 	return s, most, sc.Err()
 }
@@ -220,6 +230,9 @@ func write(w io.Writer, s samples, n int) {
 		}
 	}
 	for _, api := range apis {
+		if !slices.Contains(ctxs, "background") || len(ctxs) < 2 {
+			break // nothing to compare with Background
+		}
 		for _, feed := range feeds {
 			fmt.Fprintf(w, "\n`%s`, %s feed: perkey's ns per task with a cancelable ctx over with `context.Background()`\n\n%s\n", api, feed, keyHeader("ctx"))
 			for _, ctx := range ctxs {
