@@ -12,7 +12,7 @@ import (
 	"github.com/perkey/perkey/executor"
 )
 
-// The throughput harness: trivial tasks from producers goroutines, string
+// The throughput harness: trivial tasks from 8 producer goroutines, string
 // keys, each task bumping its own key's padded counter and nothing else, and
 // completion measured through Close on every side. One cell is one api, one
 // feed, one ctx kind, one key count and one implementation; its sub-benchmark
