@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -26,9 +25,9 @@ func BenchmarkUncontendedDo(b *testing.B) {
 	floor := impl{"floor", func() keyed { return newFloor(runtime.GOMAXPROCS(0)) }}
 	for _, im := range append(withPeers(cpuWorkers()), floor) {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			k := im.make()
+			k := prepared(im, keys(1))
 			defer k.Close()
-			t := newTally(1, false)
+			t := newTally(1)
 			ctx, key, fn := context.Background(), keys(1)[0], t.fns[0]
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -47,9 +46,9 @@ func BenchmarkUncontendedDo(b *testing.B) {
 func BenchmarkHotKey(b *testing.B) {
 	for _, im := range withPeers(cpuWorkers()) {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			k := im.make()
+			k := prepared(im, keys(1))
 			defer k.Close()
-			t := newTally(1, false)
+			t := newTally(1)
 			ctx, key, fn := context.Background(), keys(1)[0], t.fns[0]
 			b.SetParallelism(parallelism())
 			b.ReportAllocs()
@@ -68,30 +67,12 @@ func BenchmarkHotKey(b *testing.B) {
 	}
 }
 
-// BenchmarkSubmitThroughput is 8 producers pushing 1,000,000 trivial tasks
-// round-robin over N keys, then waiting for all of them, on a fresh
-// implementation each time. perkey uses Submit (perkey-go: Go) and the actor
-// its inbox (both fire and forget); the locks run each task inline. One b.N
-// iteration is one such burst; tasks/s is the figure to compare.
-func BenchmarkSubmitThroughput(b *testing.B) {
-	for _, n := range []int{1, 16, 1024, 100_000} {
-		ims := withPeers(cpuWorkers())
-		ims = append(ims[:1], append([]impl{perkeyGoImpl("perkey-go", executor.WithWorkers(runtime.GOMAXPROCS(0)))}, ims[1:]...)...)
-		ims = append(ims, impl{"floor-go", func() keyed { return newFloorQueue(runtime.GOMAXPROCS(0)) }})
-		for _, im := range ims {
-			b.Run(fmt.Sprintf("keys=%d/impl=%s", n, im.name), func(b *testing.B) {
-				produceBursts(b, im.make, keys(n), producers)
-			})
-		}
-	}
-}
-
 // BenchmarkScaling64Producers is 64 goroutines calling Do (synchronously)
 // over 100,000 keys: many callers, little contention per key.
 func BenchmarkScaling64Producers(b *testing.B) {
 	for _, im := range withPeers(cpuWorkers()) {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			k := im.make()
+			k := prepared(im, keys(100_000))
 			defer k.Close()
 			produce(b, k, keys(100_000), 64)
 		})
@@ -112,7 +93,7 @@ func BenchmarkStripes(b *testing.B) {
 		b.Run("impl="+im.name, func(b *testing.B) {
 			k := im.make()
 			defer k.Close()
-			t := newTally(len(ks), false)
+			t := newTally(len(ks))
 			ctx := context.Background()
 			var next atomic.Int64 // gives each goroutine its own start in ks
 			b.SetParallelism(parallelism())

@@ -202,7 +202,7 @@ func (f *floorExec) Close() {}
 func TestFloor(t *testing.T) {
 	f := newFloor(2)
 	const callers, calls, nkeys = 8, 2000, 3
-	tl := newTally(nkeys, false)
+	tl := newTally(nkeys)
 	ks := keys(nkeys)
 	var wg sync.WaitGroup
 	for g := range callers {

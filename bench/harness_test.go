@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"runtime"
 	"sync"
@@ -37,24 +36,19 @@ type counter struct {
 }
 
 // tally is the trivial task of most benchmarks. Task fns[i] bumps the counter
-// of key i, which only the holder of key i may touch, so a wrong total means
-// an implementation let two tasks of one key overlap (or lost one). For
-// asynchronous submissions each task also marks itself done on wg.
+// of key i, which only the holder of key i may touch, so a wrong count means
+// an implementation let two tasks of one key overlap (or lost one, or ran one
+// twice). Nothing in a task writes a word that another key's task writes.
 type tally struct {
 	counts []counter
 	fns    []func(context.Context) error
-	wg     sync.WaitGroup
 }
 
-func newTally(keys int, async bool) *tally {
+func newTally(keys int) *tally {
 	t := &tally{counts: make([]counter, keys), fns: make([]func(context.Context) error, keys)}
 	for i := range t.fns {
 		c := &t.counts[i]
-		if async {
-			t.fns[i] = func(context.Context) error { c.n++; t.wg.Done(); return nil }
-		} else {
-			t.fns[i] = func(context.Context) error { c.n++; return nil }
-		}
+		t.fns[i] = func(context.Context) error { c.n++; return nil }
 	}
 	return t
 }
@@ -71,97 +65,34 @@ func (t *tally) check(tb testing.TB, want int) {
 	}
 }
 
-// produce runs b.N tasks through Do from p producers (see feed) and
-// returns when every call has returned. Every producer cycles through every
-// key, so keys are contended across producers. It reports tasks/s and
-// checks the tally.
+// produce runs b.N tasks through Do from p producers on k, prepared for ks
+// (see prepared), and returns when every
+// call has returned: producer j takes the j-th contiguous chunk of task
+// numbers, and task i runs on key i % len(ks), so every producer cycles
+// through every key. It reports tasks/s and checks the tally.
 func produce(b *testing.B, k keyed, ks []string, p int) {
-	t := newTally(len(ks), false)
-	if ps, ok := k.(prestarter); ok {
-		ps.prestart(ks)
-	}
+	t := newTally(len(ks))
+	ctx := context.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	feed(b, context.Background(), k.Do, t, ks, p, b.N, false)
-	elapsed := time.Since(start)
-	b.StopTimer()
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
-	t.check(b, b.N)
-}
-
-// feed submits n tasks of t through call from p producers and returns once
-// they are all submitted: producer j takes the j-th contiguous chunk of
-// task numbers, and task i runs on key i % len(ks). A task call refuses
-// is marked done on t.wg if async: it never ran.
-func feed(b *testing.B, ctx context.Context, call func(context.Context, string, func(context.Context) error) error,
-	t *tally, ks []string, p, n int, async bool) {
 	var prod sync.WaitGroup
 	for j := range p {
 		prod.Go(func() {
-			for i := j * n / p; i < (j+1)*n/p; i++ {
+			for i := j * b.N / p; i < (j+1)*b.N/p; i++ {
 				ki := i % len(ks)
-				if err := call(ctx, ks[ki], t.fns[ki]); err != nil {
+				if err := k.Do(ctx, ks[ki], t.fns[ki]); err != nil {
 					b.Error(err)
-					if async {
-						t.wg.Done()
-					}
+					return
 				}
 			}
 		})
 	}
 	prod.Wait()
-}
-
-// burstTasks is what one op of produceBursts runs: by default 1,000,000
-// trivial tasks, the measure a user comparing perkey with an actor takes.
-// -burst changes it, to see how a figure depends on the backlog a burst
-// builds up (BENCHMARKS.md, "One core, and what limits the throughput").
-var burstTasks = flag.Int("burst", 1_000_000, "tasks per burst in the throughput benchmarks")
-
-// produceBursts runs b.N bursts of burstTasks tasks, each on a fresh
-// implementation made by mk, submitted asynchronously by p producers (see
-// feed), and all waited for; making, prestarting and closing the
-// implementation are left out of the time. It reports tasks/s over the
-// bursts, and the time and heap per task (ns/task, B/task, allocs/task;
-// ns/op, B/op and allocs/op are per burst). A fixed burst, rather than
-// b.N tasks, keeps the backlog an implementation with unbounded queues
-// builds up the same whatever b.N the benchmark settles on.
-func produceBursts(b *testing.B, mk func() keyed, ks []string, p int) {
+	elapsed := time.Since(start)
 	b.StopTimer()
-	if *burstTasks < 1 {
-		b.Fatalf("-burst %d: a burst needs at least one task", *burstTasks)
-	}
-	var (
-		elapsed        time.Duration
-		mallocs, bytes uint64
-	)
-	for range b.N {
-		k := mk()
-		if ps, ok := k.(prestarter); ok {
-			ps.prestart(ks)
-		}
-		t := newTally(len(ks), true)
-		t.wg.Add(*burstTasks)
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		b.StartTimer()
-		start := time.Now()
-		feed(b, context.Background(), k.Submit, t, ks, p, *burstTasks, true)
-		t.wg.Wait()
-		elapsed += time.Since(start)
-		b.StopTimer()
-		runtime.ReadMemStats(&after)
-		mallocs += after.Mallocs - before.Mallocs
-		bytes += after.TotalAlloc - before.TotalAlloc
-		t.check(b, *burstTasks)
-		k.Close()
-	}
-	n := float64(b.N) * float64(*burstTasks)
-	b.ReportMetric(n/elapsed.Seconds(), "tasks/s")
-	b.ReportMetric(float64(elapsed.Nanoseconds())/n, "ns/task")
-	b.ReportMetric(float64(bytes)/n, "B/task")
-	b.ReportMetric(float64(mallocs)/n, "allocs/task")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "tasks/s")
+	t.check(b, b.N)
 }
 
 // parallelism is the b.SetParallelism that gives about 8 goroutines.

@@ -26,11 +26,8 @@ func BenchmarkReferenceWorkload(b *testing.B) {
 	sleep := func(context.Context) error { time.Sleep(refSleep); return nil }
 	for _, im := range withPeers(perkeyImpl("perkey", executor.WithWorkers(64))) {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			k := im.make()
+			k := prepared(im, ks)
 			defer k.Close()
-			if ps, ok := k.(prestarter); ok {
-				ps.prestart(ks)
-			}
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -54,11 +51,8 @@ func BenchmarkReferenceWorkload(b *testing.B) {
 	for _, im := range []impl{perkeyImpl("perkey-submit", executor.WithWorkers(64)),
 		perkeyGoImpl("perkey-go", executor.WithWorkers(64)), renamed(peer("actor"), "actor-submit")} {
 		b.Run("impl="+im.name, func(b *testing.B) {
-			k := im.make()
+			k := prepared(im, ks)
 			defer k.Close()
-			if ps, ok := k.(prestarter); ok {
-				ps.prestart(ks)
-			}
 			ctx := context.Background()
 			var wg sync.WaitGroup
 			fn := func(ctx context.Context) error { defer wg.Done(); return sleep(ctx) }

@@ -6,11 +6,15 @@
 #
 #   scripts/ab.sh OLD NEW ROUNDS PATTERN [test flags...]
 #   scripts/ab.sh HEAD~1 HEAD 10 'UncontendedDo/impl=(perkey|locker)$'
-#   scripts/ab.sh main my-branch 8 'SubmitThroughput/keys=16/' -test.benchtime 1000000x
+#   scripts/ab.sh main my-branch 6 'Throughput/api=Go/feed=owned/ctx=cancel-shared/keys=16/impl=perkey$' -test.benchtime 1000000x
+#
+# With BENCH_REV set, both binaries are built with bench/ as it is at that
+# revision, so that only the library differs (e.g. to measure a commit from
+# before a benchmark existed): BENCH_REV=HEAD scripts/ab.sh OLD NEW ...
 set -euo pipefail
 
 if (( $# < 4 )); then
-	sed -n '2,9p' "$0" >&2
+	sed -n '2,13p' "$0" >&2
 	exit 2
 fi
 old=$1 new=$2 rounds=$3 pattern=$4
@@ -22,6 +26,10 @@ trap 'git -C "$root" worktree remove --force "$work/tree" >/dev/null 2>&1 || tru
 
 build() { # build REV OUT
 	git -C "$root" worktree add --detach --force "$work/tree" "$1" >/dev/null
+	if [[ -n ${BENCH_REV:-} ]]; then
+		rm -rf "$work/tree/bench"
+		git -C "$root" archive "$BENCH_REV" bench | tar -x -C "$work/tree"
+	fi
 	(cd "$work/tree" && go test -c -o "$2" ./bench/)
 	git -C "$root" worktree remove --force "$work/tree"
 }
