@@ -63,9 +63,6 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 		}
 		return ErrReentrant
 	}
-	if !shared && !e.router.Striped() {
-		return e.doPlain(ctx, key, fn, outer)
-	}
 	j := e.syncJob(ctx, fn, key, nil)
 	j.turn.Init(j, shared)
 	p, err := e.enter(ctx, j, outer, true)
@@ -153,19 +150,24 @@ func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *m
 	if err := e.reserve(ctx); err != nil {
 		return nil, false, err
 	}
-	m = e.router.Acquire(key)
-	if outer != nil && e.waitsOnCaller(ctx, m) {
-		m.Release()
-		e.unreserve()
-		return nil, false, errWaitsOnCaller
+	for swept := false; ; swept = true {
+		m = e.router.Acquire(key)
+		if outer != nil && e.waitsOnCaller(ctx, m) {
+			m.Release()
+			e.unreserve()
+			return nil, false, errWaitsOnCaller
+		}
+		v, err := e.askKeyHeld(m, key, true)
+		if v != backpressure.Admit && !swept && e.sweepReserved(func() bool { return e.sweep(m) }) {
+			continue // tasks whose ctx ended held room: ask again
+		}
+		if v == backpressure.Reject {
+			m.Release()
+			e.unreserve()
+			return nil, false, e.reject(err)
+		}
+		return m, v == backpressure.Wait, nil
 	}
-	v, err := e.askKeyHeld(m, key, true)
-	if v == backpressure.Reject {
-		m.Release()
-		e.unreserve()
-		return nil, false, e.reject(err)
-	}
-	return m, v == backpressure.Wait, nil
 }
 
 // launch unlocks m after a task was queued on it, starts m's drive loop
@@ -263,9 +265,6 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if err := e.validate(key); err != nil {
 		return nil, err
 	}
-	if e.plainLane(ctx) {
-		return e.submitPlain(ctx, key, fn)
-	}
 	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
 	s.task.ops = &e.subOps
 	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, &s.caller, s, false); err != nil {
@@ -292,9 +291,6 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 	if err := e.validate(key); err != nil {
 		return err
 	}
-	if e.plainLane(ctx) {
-		return e.goPlain(ctx, key, fn)
-	}
 	g := &jobWithCtx[K]{job: job[K]{core: core[K]{e: e, unread: true}}} // no caller reads the result
 	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.caller, &g.job, false)
 }
@@ -318,9 +314,6 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 	p, err := e.enter(ctx, j, nil, false)
 	if err != nil {
 		return err
-	}
-	if watched {
-		e.watch(ctx, j)
 	}
 	if p == queuedLent {
 		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on

@@ -318,6 +318,7 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 			s := plainOf[K](t)
 			return e.checkWait(ctx, &s.ctx, waitee[K]{p: s})
 		},
+		submitter: func(*Task) context.Context { return nil },
 	}
 }
 

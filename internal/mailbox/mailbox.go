@@ -415,6 +415,21 @@ func (m *Mailbox) Each(f func(t *Turn)) {
 	}
 }
 
+// EachWaiting calls f (locked) for every turn of m that has not started:
+// first those a running batch has taken from the queue but not yet started
+// (from the batch's cursor on; f may meet one the loop is starting now, whose
+// Cancel then fails), then the queued ones. A Close that gives up and a
+// sweep of ended contexts must reach both (see PITFALLS: work taken out of
+// the queue is invisible to the queue's owner).
+func (m *Mailbox) EachWaiting(f func(t *Turn)) {
+	if x := m.x.Load(); x != nil {
+		for e := x.cursor.Load(); e != nil; e = e.next {
+			f(e.t)
+		}
+	}
+	m.Each(f)
+}
+
 // EachManyAhead calls f for each multi-key task that holds m or is queued
 // ahead of e, oldest first; ahead of every queued task if e is nil (locked).
 //
@@ -714,6 +729,7 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 		last = e
 	}
 	x.queue.cut(last)
+	x.cursor.Store(first) // locked: EachWaiting sees the batch from now on
 	m.hold = holdPlain
 	m.home.mu.Unlock()
 	settle(done)
@@ -759,7 +775,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m})
 		}
 	}()
-	track, clock := m.home.r.opt.TrackOldest, m.home.r.opt.Clock
+	clock := m.home.r.opt.Clock
 	x := m.x.Load() // the batch's entries were queued there
 	var buf []*Turn
 	for e != nil {
@@ -775,9 +791,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				f = f.next
 			}
 			if len(buf) > 0 {
-				if track {
-					x.cursor.Store(f)
-				}
+				x.cursor.Store(f)
 				if clock != nil {
 					x.heldSince.Store(held(clock()))
 				}
@@ -795,9 +809,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		next := e.next
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {
-			if track {
-				x.cursor.Store(next)
-			}
+			x.cursor.Store(next) // before it starts: see EachWaiting
 			if clock != nil {
 				x.heldSince.Store(held(clock()))
 			}
@@ -825,8 +837,8 @@ func (m *Mailbox) finishRun(t *Turn) {
 
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
-	if m.home.r.opt.TrackOldest {
-		m.made().cursor.Store(nil)
+	if x := m.x.Load(); x != nil {
+		x.cursor.Store(nil)
 	}
 	m.hold = holdNone
 	m.clearHeld()
