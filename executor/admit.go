@@ -12,7 +12,7 @@ import (
 
 func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error) error {
 	switch {
-	case e == nil:
+	case e.unmade():
 		return ErrNilExecutor
 	case ctx == nil:
 		return ErrNilContext

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"time"
+	"unsafe"
 
 	"github.com/alitto/pond/v2"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -25,7 +26,7 @@ import (
 // task, it returns ErrReentrant and closes nothing.
 func (e *Executor[K]) Close(ctx context.Context) error {
 	switch {
-	case e == nil:
+	case e.unmade():
 		return ErrNilExecutor
 	case ctx == nil:
 		return ErrNilContext
@@ -86,8 +87,24 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
 	var waiting []*mailbox.Turn
+	type taken struct {
+		m  *mailbox.Mailbox
+		ps []unsafe.Pointer // the plain tasks' args (see plainArg)
+	}
+	var plain []taken
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
 		m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
+		if ps := m.TakePlain(); ps != nil {
+			e.plainCore(m) // for the Gos' contexts (goCtx), made locked
+			plain = append(plain, taken{m, ps})
+		}
+	})
+	// Plain tasks taken out end as they would have when their turn came
+	// (RunPlain): their mailbox first, then the drain. Each is ended even
+	// if a callback calls runtime.Goexit while an earlier one ends.
+	forEach(0, len(plain), func(i int) {
+		t := plain[i]
+		forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
 	})
 	// cancel also settles the task, so its Wait returns and the drain that
 	// Close waits for counts it. (A multi-key task queued in several
