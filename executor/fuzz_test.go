@@ -221,6 +221,20 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 1, 1, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 0, 0, 0, 3, 1, 6, 0, 1, 0, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 0, 0, 6, 0, 1, 0x40, 4, 5, 0, 0, 1, 0, 0x08, 1, 0, 6, 0, 1, 0, 4, 5, 1, 5, 0, 5, 0})
+	// Lazy cancellation: a Submit canceled while queued ends only when
+	// noticed; at a key cap (FailFast) the key is swept before it refuses;
+	// at the global cap every queue is; under Block a Go canceled while
+	// queued is swept before a Go would wait for key room; a Wait on a
+	// Submit whose ctx ended withdraws it; a task canceled behind a running
+	// one is passed over when the worker reaches it. And a giving-up Close
+	// with tasks taken into a drive loop's batch behind a running one
+	// (WithThroughput(3)): they end with ErrClosed at once.
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 1, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0xc0, 2, 0x80, 0, 0, 0x20, 0, 0, 0x20, 4, 1, 0, 0, 0x20, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 2, 6, 0, 0, 0, 3, 2, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 7, 1, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
