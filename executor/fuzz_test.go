@@ -2000,7 +2000,8 @@ func (r *fuzzRun) advance(u *fuzzUnit) []*fuzzTask {
 	}
 	u.begun = true
 	// Those withdrawn since it was detached are skipped, and those whose
-	// ctx ended are noticed now: they never run, and end.
+	// ctx ended are noticed now: they never run, and end (they leave the
+	// queue: a later batch does not take them).
 	var live []*fuzzTask
 	for _, ft := range u.tasks {
 		if ft.lazy && !ft.ended && !ft.noticed {
@@ -2008,7 +2009,10 @@ func (r *fuzzRun) advance(u *fuzzUnit) []*fuzzTask {
 				ft.qs[0], ft.id, ft.kind)
 			ft.noticed = true
 		}
-		if !gone(ft) {
+		if ft.noticed && !ft.ended {
+			r.notice(ft)
+		}
+		if !ft.ended {
 			live = append(live, ft)
 		}
 	}
@@ -2055,7 +2059,10 @@ func (r *fuzzRun) drives(now map[*fuzzTask]bool) {
 		if d.unsure {
 			continue
 		}
-		if !d.live && r.freshLoop(q, now) {
+		for !d.live && r.freshLoop(q, now) {
+			// (A loop that passed over tasks whose ctx ended and ran out
+			// of budget goes on at once if nothing else waits for a
+			// worker: as a fresh loop does.)
 			r.detach(q, r.throughput)
 			want = r.drive(q)
 		}
@@ -2078,7 +2085,7 @@ func (r *fuzzRun) drive(q int) []*fuzzTask {
 	d := &r.drv[q]
 	var want []*fuzzTask
 	for d.live {
-		for len(d.units) > 0 && allGone(d.units[0].tasks) {
+		for len(d.units) > 0 && allEnded(d.units[0].tasks) {
 			d.units = d.units[1:]
 		}
 		if len(d.units) > 0 {
@@ -2086,7 +2093,7 @@ func (r *fuzzRun) drive(q int) []*fuzzTask {
 			if d.unsure && !u.begun {
 				break
 			}
-			if want = r.advance(u); len(want) == 0 && allGone(u.tasks) {
+			if want = r.advance(u); len(want) == 0 && allEnded(u.tasks) {
 				continue // every task of it had its ctx end: the loop goes on
 			}
 			break
@@ -2120,12 +2127,8 @@ func (r *fuzzRun) freshLoop(q int, now map[*fuzzTask]bool) bool {
 	return now[h] && !h.inline()
 }
 
-// gone reports whether ft has ended, or is a lazily doomed task that the
-// executor ended this step (see settle).
-func gone(ft *fuzzTask) bool { return ft.ended || ft.noticed }
-
-func allGone(ts []*fuzzTask) bool {
-	return !slices.ContainsFunc(ts, func(ft *fuzzTask) bool { return !gone(ft) })
+func allEnded(ts []*fuzzTask) bool {
+	return !slices.ContainsFunc(ts, func(ft *fuzzTask) bool { return !ft.ended })
 }
 
 func ids(ts []*fuzzTask) []int {
