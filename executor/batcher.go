@@ -118,7 +118,12 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 		}
 	}
 	b := &Batcher[K, M]{e: e, fn: fn}
-	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
+	// A run is one call, of one key's messages: in striped mode keys that
+	// share a stripe queue together, and a message of the next key waits,
+	// not started, where a Close that gives up finds it.
+	b.group = mailbox.Group{Max: cfg.max, Run: b.run, Same: func(a, c *mailbox.Turn) bool {
+		return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
+	}}
 	return b, nil
 }
 
@@ -264,10 +269,12 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 		j := jobOf[K](t)
 		if err := j.ctx.caller().Err(); err != nil {
 			e.abandon(j, err) // left out: its ctx ended before the batch started
+			t.Leave()         // its Wait returns, and its room is free, now
 			continue
 		}
 		if e.force.Err() != nil {
 			e.abandon(j, ErrClosed)
+			t.Leave()
 			continue
 		}
 		jobs = append(jobs, j)

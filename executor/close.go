@@ -99,6 +99,10 @@ func (e *Executor[K]) giveUp() {
 			plain = append(plain, taken{m, ps})
 		}
 	})
+	// Turns granted their keys but still waiting for a slot (shared
+	// readers granted together, a multi-key task granted its last key) are
+	// in no mailbox's queue: the runner's ready queue holds them.
+	e.runner.EachGranted(func(t *mailbox.Turn) { waiting = append(waiting, t) })
 	// Plain tasks taken out end as they would have when their turn came
 	// (RunPlain): their mailbox first, then the drain. Each is ended even
 	// if a callback calls runtime.Goexit while an earlier one ends.

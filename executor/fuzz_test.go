@@ -1925,8 +1925,8 @@ func (r *fuzzRun) notice(ft *fuzzTask) {
 // mailbox runs its queue in drive loops, each with a budget of
 // WithThroughput units: a loop detaches the exclusive single-key tasks at
 // the head of the queue, as many units as its budget has left (a unit is a
-// task, or a run of up to WithMaxBatch consecutive messages, which one call
-// of the BatchFunc gets; in striped mode one call per run of one key), runs
+// task, or a run of up to WithMaxBatch consecutive messages of one key,
+// which one call of the BatchFunc gets), runs
 // them in order, and detaches again while budget is left and the head is
 // such a task; else it ends (and if it ran out of budget a fresh loop comes
 // once a worker is free). So a batch is what was queued when its loop
@@ -1967,6 +1967,12 @@ func allRan(ts []*fuzzTask) bool {
 	return true
 }
 
+// plain reports whether ft is queued as a plain task (a slot in its
+// mailbox's ring, not a turn): a Go or Submit whose ctx never ends, without
+// stripes. The two share one FIFO order; only the batches a drive loop
+// takes tell them apart.
+func (r *fuzzRun) plain(ft *fuzzTask) bool { return ft.endless && !r.striped }
+
 // detach is a drive loop of queue q detaching its batch with budget.
 func (r *fuzzRun) detach(q, budget int) {
 	d := &r.drv[q]
@@ -1975,7 +1981,14 @@ func (r *fuzzRun) detach(q, budget int) {
 		if !runsInBatch(ft) {
 			break
 		}
-		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch {
+		if len(d.units) > 0 && r.plain(ft) != r.plain(d.units[0].tasks[0]) {
+			// The mailbox takes a run of plain slots and a run of turns
+			// as separate batches, each when it reaches it: a turn
+			// withdrawn before then is never taken, and takes no budget.
+			break
+		}
+		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch &&
+			ft.keys[0] == d.units[n-1].tasks[0].keys[0] { // a run is one key's (striped mode: not a stripe's)
 			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
 			continue
 		}

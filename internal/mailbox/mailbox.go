@@ -714,15 +714,16 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	x := m.x.Load() // the queue has an entry
 	first := x.queue.head
 	last, n := first, 0
-	var g *Group // the group of the run being taken, if any
-	inRun := 0   // turns taken of that run
+	var g *Group    // the group of the run being taken, if any
+	var start *Turn // the turn that starts that run
+	inRun := 0      // turns taken of that run
 	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
-		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max {
+		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
 			if n == budget {
 				break
 			}
 			n++ // a new unit: a turn, or the first of a group's run
-			g, inRun = eg, 0
+			g, start, inRun = eg, e.t, 0
 		}
 		inRun++
 		e.at = inBatch
@@ -764,7 +765,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m})
 		case grouped != nil:
 			for _, t := range grouped {
-				m.finishRun(t)
+				if t.state.Load() != Done { // not left out (Turn.Leave)
+					m.finishRun(t)
+				}
 			}
 			n := len(grouped)
 			m.home.r.takeOver(func() {
@@ -784,7 +787,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			// Max entries, go to one Run.
 			buf = buf[:0]
 			f := e
-			for k := 0; f != nil && f.t.group() == g && k < g.Max; k++ {
+			for k := 0; f != nil && f.t.group() == g && k < g.Max && g.joins(e.t, f.t); k++ {
 				if f.t.state.CompareAndSwap(Queued, Running) {
 					buf = append(buf, f.t)
 				}
@@ -799,7 +802,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				g.Run(buf)
 				grouped = nil
 				for _, t := range buf {
-					m.finishRun(t)
+					if t.state.Load() != Done { // not left out (Turn.Leave)
+						m.finishRun(t)
+					}
 				}
 				ran += len(buf)
 			}
