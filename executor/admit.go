@@ -402,7 +402,7 @@ func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err erro
 	e.canceled.Add(1)
 	c.end()
 	if unread {
-		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err, false)
 	} else if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
 		defer ce.Write(keyField(c, multi), zap.Error(err))
 	}

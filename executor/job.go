@@ -234,7 +234,7 @@ func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread 
 // failure from it.
 func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	if unread && err != nil {
-		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err, true)
 	}
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
