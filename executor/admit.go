@@ -12,7 +12,7 @@ import (
 
 func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error) error {
 	switch {
-	case e == nil:
+	case e.unmade():
 		return ErrNilExecutor
 	case ctx == nil:
 		return ErrNilContext
@@ -27,6 +27,9 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 // Close: a submission either sees closed, or Close sees it pending (both
 // sides write, then read the other's word). At the cap the policy decides:
 // reject, or wait in the executor's FIFO waiting room.
+//
+// Before the cap refuses anyone or makes anyone wait, the tasks whose
+// submitter's ctx has ended are dropped from every queue (sweepAll), once.
 func (e *Executor[K]) reserve(ctx context.Context) error {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
@@ -38,6 +41,12 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 		return nil
 	}
 	e.unreserve()
+	if e.sweepAll() {
+		if n = e.pending.Add(1); n <= int64(limit) && !e.room.busy() {
+			return nil
+		}
+		e.unreserve()
+	}
 	// Over the cap, or others wait ahead (no barging): the load is full.
 	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
 	v, err := e.decide(load, backpressure.ScopeGlobal)
@@ -142,13 +151,25 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		}
 	}
 	lent = outer.lend(e.runner)
-	select {
-	case <-j.done:
-		e.unblock(b)
-		e.observeLent(outer, lent)
-		return lent, nil
-	case <-ctx.Done():
-	case <-e.closing:
+	sw := newSweeper()
+	defer sw.stop()
+wait:
+	for {
+		select {
+		case <-j.done:
+			e.unblock(b)
+			e.observeLent(outer, lent)
+			return lent, nil
+		case <-ctx.Done():
+			break wait
+		case <-e.closing:
+			break wait
+		case <-sw.c():
+			// Room held by queued tasks whose ctx ended since j parked:
+			// dropping them admits the parked, j first (see sweeper).
+			e.sweepParked(j, m, b, outer, lent)
+			sw.next()
+		}
 	}
 	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {
@@ -166,6 +187,27 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		err = e.reject(ErrClosed)
 	}
 	return false, err
+}
+
+// sweepParked sweeps the key of j, parked in m's waiting room (see park).
+// If a callback of a swept task calls runtime.Goexit, j leaves the room as
+// the goroutine exits, as when its ctx ends: unfiled, never accepted unless
+// it was admitted meanwhile (then it runs as any accepted task), and the
+// lent slot taken back.
+func (e *Executor[K]) sweepParked(j *job[K], m *mailbox.Mailbox, b *blocker[K], outer *taskCtx[K], lent bool) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		e.unblock(b)
+		if m.Unpark(j.turn.Entry()) {
+			e.unreserve()
+		}
+		outer.unlend(e.runner, lent)
+	}()
+	e.sweepKeys([]K{j.ctx.key})
+	returned = true
 }
 
 // pause sleeps d unless ctx ends or the executor closes first; it reports
@@ -360,7 +402,7 @@ func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err erro
 	e.canceled.Add(1)
 	c.end()
 	if unread {
-		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err, false)
 	} else if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
 		defer ce.Write(keyField(c, multi), zap.Error(err))
 	}
@@ -381,4 +423,97 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 	defer j.turn.Work().Settle()
 	e.abandon(j, err)
 	return true
+}
+
+// Lazy cancellation.
+//
+// Nothing watches the ctx of a queued task: watching costs a registration
+// on the ctx per task (context.AfterFunc: about 1 µs and 500 B, and on the
+// one ctx a consumer loop or a server passes to every task, a mutex every
+// producer and worker meets). Instead the end of a queued task's ctx is
+// noticed where it matters:
+//
+//   - at the head of its key's queue, as it would start (job.Run, and a
+//     Batcher's run for its messages): it never runs, and the key's next
+//     task does not wait for it;
+//   - by a caller waiting for it: Do watches its own ctx, Task.Wait the
+//     task's ctx as well as its own;
+//   - at a cap: before a per-key or the global cap refuses a submission or
+//     makes it wait, the tasks whose ctx has ended are dropped (sweep), so
+//     that they never cause another to be refused or to wait.
+
+// sweep drops the tasks of m (locked) that have not started and whose
+// submitter's ctx has ended, those a running batch has taken from the
+// queue included. If it found none it reports false with m still locked;
+// else it releases m (m may retire: the caller must look its key up again),
+// ends them as canceled and reports true.
+func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
+	ended := e.ended(m, nil)
+	if len(ended) == 0 {
+		return false
+	}
+	m.Release()
+	e.cancelEnded(ended)
+	return true
+}
+
+// sweepReserved runs a sweep for a submission that holds a reservation:
+// if a callback calls runtime.Goexit as a swept task ends, the reservation
+// is given back as the goroutine exits, and nothing is left held.
+func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
+	returned := false
+	defer func() {
+		if !returned {
+			e.unreserve()
+		}
+	}()
+	swept = sweep()
+	returned = true
+	return swept
+}
+
+// sweepAll is sweep over every live mailbox, one shard lock at a time, for
+// the global cap.
+func (e *Executor[K]) sweepAll() bool {
+	var ended []*job[K]
+	e.router.Each(func(_ K, m *mailbox.Mailbox) { ended = e.ended(m, ended) })
+	e.cancelEnded(ended)
+	return len(ended) > 0
+}
+
+// sweepKeys is sweep over the mailboxes of keys, for a DoMany refused at a
+// key's cap.
+func (e *Executor[K]) sweepKeys(keys []K) bool {
+	swept := false
+	for _, k := range keys {
+		m := e.router.Acquire(k)
+		if e.sweep(m) {
+			swept = true
+		} else {
+			m.Release()
+		}
+	}
+	return swept
+}
+
+// ended appends to out the jobs of m (locked) that have not started and
+// whose submitter's ctx has ended.
+func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
+	m.EachWaiting(func(t *mailbox.Turn) {
+		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
+			return
+		}
+		if j := jobOf[K](t); j.ctx.caller().Err() != nil {
+			out = append(out, j)
+		}
+	})
+	return out
+}
+
+// cancelEnded ends the swept jobs, unlocked. A job listed twice (a
+// multi-key task in several mailboxes), or started meanwhile, is left
+// alone by cancel. Each is ended even if a callback calls runtime.Goexit
+// while an earlier one ends (forEach).
+func (e *Executor[K]) cancelEnded(jobs []*job[K]) {
+	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], jobs[i].ctx.caller().Err()) })
 }

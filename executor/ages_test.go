@@ -58,6 +58,9 @@ func TestKeyAges(t *testing.T) {
 			old[1].Held != time.Second || old[1].OldestWait != 0 {
 			t.Errorf("OldestKeys(10): got %+v; want stuck (6s), then young (held 1s, nothing queued)", old)
 		}
+		if a := e.Ages(); a != (executor.Ages{OldestHeld: 6 * time.Second, OldestWait: 6 * time.Second}) {
+			t.Errorf("Ages: got %+v; want the oldest hold and wait 6s, no hold past the 1h threshold", a)
+		}
 		close(stuck)
 		close(young)
 		synctest.Wait()
@@ -206,4 +209,39 @@ func TestRetryAfterLowerBound(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAgesSlowHolds: Ages counts the holds older than the slow-task
+// threshold now, and forgets a hold once it ends.
+func TestAgesSlowHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithSlowTaskWarning(2*time.Second), executor.WithLogger(zap.NewNop()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bg := context.Background()
+		release := map[string]chan struct{}{"a": make(chan struct{}), "b": make(chan struct{}), "c": make(chan struct{})}
+		for _, k := range []string{"a", "b"} {
+			ch := release[k]
+			e.Go(bg, k, func(context.Context) error { <-ch; return nil })
+		}
+		time.Sleep(2 * time.Second)
+		ch := release["c"]
+		e.Go(bg, "c", func(context.Context) error { <-ch; return nil })
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if a := e.Ages(); a.SlowHolds != 2 || a.OldestHeld != 3*time.Second || a.OldestWait != 0 {
+			t.Errorf("Ages: got %+v; want 2 slow holds, the oldest 3s, nothing queued", a)
+		}
+		close(release["a"])
+		synctest.Wait()
+		if a := e.Ages(); a.SlowHolds != 1 {
+			t.Errorf("Ages after a slow hold ended: got %+v; want 1 slow hold", a)
+		}
+		close(release["b"])
+		close(release["c"])
+		if err := e.Close(bg); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

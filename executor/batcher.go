@@ -95,14 +95,15 @@ type Batcher[K comparable, M any] struct {
 	group mailbox.Group
 }
 
-// ErrNilBatcher means a method was called on a nil *Batcher.
+// ErrNilBatcher means a method was called on a nil *Batcher, or on a zero
+// Batcher that NewBatcher did not make.
 var ErrNilBatcher = errors.New("perkey: nil batcher")
 
 // NewBatcher returns a Batcher that runs fn on e. A nil e or fn, or a bad
 // option, is an error.
 func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ...BatchOption) (*Batcher[K, M], error) {
 	switch {
-	case e == nil:
+	case e.unmade():
 		return nil, ErrNilExecutor
 	case fn == nil:
 		return nil, ErrNilFunc
@@ -117,7 +118,12 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 		}
 	}
 	b := &Batcher[K, M]{e: e, fn: fn}
-	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
+	// A run is one call, of one key's messages: in striped mode keys that
+	// share a stripe queue together, and a message of the next key waits,
+	// not started, where a Close that gives up finds it.
+	b.group = mailbox.Group{Max: cfg.max, Run: b.run, Same: func(a, c *mailbox.Turn) bool {
+		return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
+	}}
 	return b, nil
 }
 
@@ -178,7 +184,7 @@ func badBatchErrors(got, want int) error {
 // msg's own outcome. Admission, caps, ctx and the nesting rules are those of
 // Executor.Submit.
 func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error) {
-	if b == nil {
+	if b == nil || b.e == nil { // nil, or a zero Batcher NewBatcher did not make
 		return nil, ErrNilBatcher
 	}
 	e := b.e
@@ -202,7 +208,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 // Called from inside a task on a key the task holds it returns ErrReentrant
 // (with WithReentrant it runs msg alone at once).
 func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
-	if b == nil {
+	if b == nil || b.e == nil { // nil, or a zero Batcher NewBatcher did not make
 		return ErrNilBatcher
 	}
 	e := b.e
@@ -263,10 +269,12 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 		j := jobOf[K](t)
 		if err := j.ctx.caller().Err(); err != nil {
 			e.abandon(j, err) // left out: its ctx ended before the batch started
+			t.Leave()         // its Wait returns, and its room is free, now
 			continue
 		}
 		if e.force.Err() != nil {
 			e.abandon(j, ErrClosed)
+			t.Leave()
 			continue
 		}
 		jobs = append(jobs, j)

@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"runtime/debug"
@@ -248,9 +250,13 @@ func (p *policyError) Unwrap() error { return p.pe }
 
 // unread hands the failure of a task whose result no caller will read (Go)
 // to the error handler; by default it is logged at error level.
-func (e *Executor[K]) unread(key zap.Field, keyVal any, err error) {
+func (e *Executor[K]) unread(key zap.Field, keyVal any, err error, ran bool) {
 	if e.cfg.onError == nil {
-		e.log.Error("task failed", key, zap.Error(err))
+		if ran {
+			e.log.Error("task failed", key, zap.Error(err))
+		} else {
+			e.log.Error("task never ran", key, zap.String("why", whyNotRun(err)), zap.Error(err))
+		}
 		return
 	}
 	defer e.containCallback("error handler")
@@ -271,4 +277,18 @@ func forEach(from, n int, f func(i int)) {
 	for ; i < n; i++ {
 		f(i)
 	}
+}
+
+// whyNotRun says, for the log, why an accepted task was withdrawn before it
+// started.
+func whyNotRun(err error) string {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return "Close gave up before it started"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return "its ctx ended before it started"
+	case errors.Is(err, ErrGoexit):
+		return "its submitter's goroutine exited before it started"
+	}
+	return "withdrawn before it started"
 }

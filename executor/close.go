@@ -26,7 +26,7 @@ import (
 // task, it returns ErrReentrant and closes nothing.
 func (e *Executor[K]) Close(ctx context.Context) error {
 	switch {
-	case e == nil:
+	case e.unmade():
 		return ErrNilExecutor
 	case ctx == nil:
 		return ErrNilContext
@@ -80,38 +80,42 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	return err
 }
 
-// giveUp fails every task that has not started with ErrClosed and cancels
-// the contexts of running ones.
+// giveUp fails every task that has not started with ErrClosed, those a
+// drive loop has taken into a batch behind a running task included (see
+// Mailbox.EachWaiting), and cancels the contexts of running ones. It is the
+// one place where Close gives up.
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
-	var queued []*mailbox.Turn
+	var waiting []*mailbox.Turn
 	type taken struct {
 		m  *mailbox.Mailbox
 		ps []unsafe.Pointer // the plain tasks' args (see plainArg)
 	}
 	var plain []taken
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
-		m.Each(func(t *mailbox.Turn) { queued = append(queued, t) })
+		m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
 		if ps := m.TakePlain(); ps != nil {
 			e.plainCore(m) // for the Gos' contexts (goCtx), made locked
 			plain = append(plain, taken{m, ps})
 		}
 	})
-	// Plain tasks taken out of their queues end as they would have when
-	// their turn came (RunPlain): their mailbox first, then the drain.
-	// They are in no queue now, so each is ended even if a callback calls
-	// runtime.Goexit while an earlier one ends (forEach): none is lost.
+	// Turns granted their keys but still waiting for a slot (shared
+	// readers granted together, a multi-key task granted its last key) are
+	// in no mailbox's queue: the runner's ready queue holds them.
+	e.runner.EachGranted(func(t *mailbox.Turn) { waiting = append(waiting, t) })
+	// Plain tasks taken out end as they would have when their turn came
+	// (RunPlain): their mailbox first, then the drain. Each is ended even
+	// if a callback calls runtime.Goexit while an earlier one ends.
 	forEach(0, len(plain), func(i int) {
 		t := plain[i]
 		forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
 	})
-	for _, t := range queued {
-		// cancel also settles the task, so its Wait returns and the drain
-		// that Close waits for counts it. (A multi-key task queued in
-		// several mailboxes is listed once per mailbox; cancel is a no-op
-		// the second time.)
-		e.cancel(jobOf[K](t), ErrClosed)
-	}
+	// cancel also settles the task, so its Wait returns and the drain that
+	// Close waits for counts it. (A multi-key task queued in several
+	// mailboxes is listed once per mailbox, and one that has started is
+	// left alone: cancel is a no-op for both.) Each is ended even if a
+	// callback calls runtime.Goexit while an earlier one ends (forEach).
+	forEach(0, len(waiting), func(i int) { e.cancel(jobOf[K](waiting[i]), ErrClosed) })
 }
 
 func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }

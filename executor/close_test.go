@@ -531,3 +531,74 @@ func closeRacingPlain(t *testing.T, run int, opts []executor.Option) {
 		t.Fatalf("Stats after Close: got %+v; want %d submitted, all completed, balanced", s, accepted.Load())
 	}
 }
+
+// TestCloseGivesUpOnBatch: when Close gives up, every task that has not
+// started ends with ErrClosed at once, those a drive loop has already
+// taken from the queue into a batch, behind a task that ignores its ctx,
+// included (contract item 12). Each ctx kind takes the queue its tasks
+// take: context.Background() and a ctx that never ends, a cancelable one.
+func TestCloseGivesUpOnBatch(t *testing.T) {
+	cancelable, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"background", context.Background()},
+		{"never ends", context.WithValue(context.Background(), ctxKey{}, 1)},
+		{"cancelable", cancelable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			handled := make(chan error, 16)
+			e, err := executor.New[string](executor.WithWorkers(1), executor.WithThroughput(64),
+				executor.WithErrorHandler(func(_ any, err error) { handled <- err }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The only worker is busy on "other" while "a" queues its
+			// stuck task and those behind it, so that "a"'s loop takes
+			// them all in one batch once the worker is free.
+			release := occupy(t, e, "other")
+			started, stuck := make(chan struct{}), make(chan struct{})
+			unstick := sync.OnceFunc(func() { close(stuck) })
+			defer unstick()
+			if err := e.Go(tc.ctx, "a", func(context.Context) error { close(started); <-stuck; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			var tasks []*executor.Task
+			for range 3 {
+				task, err := e.Submit(tc.ctx, "a", func(context.Context) error { t.Error("a task behind the stuck one ran"); return nil })
+				if err != nil {
+					t.Fatal(err)
+				}
+				tasks = append(tasks, task)
+				if err := e.Go(tc.ctx, "a", func(context.Context) error { t.Error("a Go behind the stuck one ran"); return nil }); err != nil {
+					t.Fatal(err)
+				}
+			}
+			release()
+			recv(t, "the stuck task to start", started)
+			short, cancelClose := context.WithTimeout(context.Background(), 10*time.Millisecond)
+			defer cancelClose()
+			if err := e.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Close: got %v; want %v", err, context.DeadlineExceeded)
+			}
+			// No waiting for the stuck task: each ends now.
+			for i, task := range tasks {
+				if _, err := attempt(t, "Wait", func() error { return task.Wait(context.Background()) }); !errors.Is(err, executor.ErrClosed) {
+					t.Errorf("task %d: got %v; want ErrClosed", i, err)
+				}
+			}
+			for i := range 3 {
+				if err := recv(t, "the error handler", handled); !errors.Is(err, executor.ErrClosed) {
+					t.Errorf("Go %d: the error handler got %v; want ErrClosed", i, err)
+				}
+			}
+			if s := e.Stats(); s.Queued != 0 || s.Running != 1 || s.Canceled != 6 || !balanced(s) {
+				t.Errorf("Stats: got %+v; want Queued 0, Running 1 (the stuck task), Canceled 6, balanced", s)
+			}
+			unstick()
+			closeWithin(t, e) // nothing runs now: a later Close returns nil
+		})
+	}
+}

@@ -78,8 +78,9 @@ func TestContextQueuedCanceled(t *testing.T) {
 	}
 }
 
-// TestContextGivesPlaceBack: a canceled queued task stops counting against
-// the per-key cap at once.
+// TestContextGivesPlaceBack: a queued task whose ctx ended never causes
+// another submission to be refused at the per-key cap: the cap drops it
+// first (nothing watches a queued task's ctx; see contract item 6).
 func TestContextGivesPlaceBack(t *testing.T) {
 	e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(3))
 	g, _ := block(t, e, "k")
@@ -96,16 +97,20 @@ func TestContextGivesPlaceBack(t *testing.T) {
 		t.Fatalf("Submit on a full key: got %v; want ErrBusy", err)
 	}
 	cancel()
-	<-a.Done()
+	c, err := e.Submit(context.Background(), "k", nop)
+	if err != nil {
+		t.Errorf("Submit into the place of a task whose ctx ended: got %v; want nil", err)
+	}
+	select {
+	case <-a.Done():
+	default:
+		t.Errorf("the task whose ctx ended is still pending after the cap dropped it")
+	}
 	if err := a.Wait(context.Background()); !errors.Is(err, context.Canceled) {
 		t.Errorf("canceled task's Wait: got %v; want %v", err, context.Canceled)
 	}
-	if hot := e.HotKeys(1); len(hot) != 1 || hot[0].Pending != 2 {
-		t.Errorf("HotKeys after the cancel: got %v; want [{k 2}]", hot)
-	}
-	c, err := e.Submit(context.Background(), "k", nop)
-	if err != nil {
-		t.Errorf("Submit into the freed place: got %v; want nil", err)
+	if hot := e.HotKeys(1); len(hot) != 1 || hot[0].Pending != 3 {
+		t.Errorf("HotKeys after the cancel: got %v; want [{k 3}]", hot)
 	}
 	g.open()
 	for _, task := range []*executor.Task{b, c} {

@@ -153,19 +153,24 @@ func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *m
 	if err := e.reserve(ctx); err != nil {
 		return nil, false, err
 	}
-	m = e.router.Acquire(key)
-	if outer != nil && e.waitsOnCaller(ctx, m) {
-		m.Release()
-		e.unreserve()
-		return nil, false, errWaitsOnCaller
+	for swept := false; ; swept = true {
+		m = e.router.Acquire(key)
+		if outer != nil && e.waitsOnCaller(ctx, m) {
+			m.Release()
+			e.unreserve()
+			return nil, false, errWaitsOnCaller
+		}
+		v, err := e.askKeyHeld(m, key, true)
+		if v != backpressure.Admit && !swept && e.sweepReserved(func() bool { return e.sweep(m) }) {
+			continue // tasks whose ctx ended held room: ask again
+		}
+		if v == backpressure.Reject {
+			m.Release()
+			e.unreserve()
+			return nil, false, e.reject(err)
+		}
+		return m, v == backpressure.Wait, nil
 	}
-	v, err := e.askKeyHeld(m, key, true)
-	if v == backpressure.Reject {
-		m.Release()
-		e.unreserve()
-		return nil, false, e.reject(err)
-	}
-	return m, v == backpressure.Wait, nil
 }
 
 // launch unlocks m after a task was queued on it, starts m's drive loop
@@ -243,19 +248,24 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 }
 
 // Submit queues fn on key and returns at once; the returned Task reports
-// its end. Ordering, ctx and panics are as for Do: a Task whose ctx ends
-// before it starts gives its place back at once and never runs.
+// its end (Task.Wait, Task.Done). Ordering and panics are as for Do.
+//
+// ctx must last until fn starts, not only until Submit returns: if ctx ends
+// while the task is queued, fn never runs, the task gives its place back,
+// and Wait returns ctx's error. A Wait in progress notices at once; with
+// nobody waiting, the executor notices when the task reaches the head of
+// its key's queue, or when a cap is reached (a cap first drops the queued
+// tasks whose ctx has ended, so they never cause a refusal), and Stats
+// count it as queued until then. Watching ctx costs nothing per task. For
+// work a request's handler does not wait for, pass
+// context.WithoutCancel(r.Context()): the request's ctx ends when the
+// handler returns. Once fn runs, its ctx ends when ctx does.
 //
 // Submitted from inside a task with the task's ctx, the new task inherits
 // the task's marks while that task runs (Wait on it from there returns
-// ErrReentrant if it waits on a key the task holds); detached work should
-// use a fresh ctx. A Wait from inside a task never waits for a submission
-// queued behind a DoMany that waits for the waiting task: see Task.Wait.
-//
-// It allocates one object when ctx never ends (its Done returns nil, as
-// context.Background's does) and the executor has no stripes: fn's ctx and
-// the Task (see Costs in the package doc); else the task, fn's ctx and the
-// Task together, and the watch of ctx.
+// ErrReentrant if it waits on a key the task holds), and it is withdrawn if
+// it has not started when the task's fn returns, since that ctx ends then;
+// detached work should use a fresh ctx.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
 	if err := e.check(ctx, fn); err != nil {
 		return nil, err
@@ -277,14 +287,19 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // Go queues fn on key and returns at once, like Submit, but gives the caller
 // nothing to wait on: fn's error, its panic (a *PanicError) or why it never
 // ran goes to the error handler (see WithErrorHandler; by default it is
-// logged at error level with the key). Admission, caps, policies, order,
-// ctx and the nesting rules are those of Submit, and so are Stats. Use it for
-// work whose outcome the caller would only log.
+// logged at error level with the key Go was called with). Admission, caps,
+// policies, order and the nesting rules are those of Submit, and so are
+// Stats. Use it for work whose outcome the caller would only log.
 //
-// It allocates one object, and no Task: only fn's ctx when ctx never ends
-// (its Done returns nil, as context.Background's does) and the executor
-// has no stripes (see Costs in the package doc); else the task together
-// with fn's ctx.
+// ctx must last until fn starts, not only until Go returns: if ctx ends
+// while the task is queued, the task is withdrawn and fn never runs (the
+// error handler hears ctx's error, and Stats count it as canceled). The
+// executor notices when the task reaches the head of its key's queue or a
+// cap is reached; until then Stats count it as queued. A request's ctx ends
+// when its handler returns, so from an HTTP handler pass
+// context.WithoutCancel(r.Context()), which keeps the request's values.
+// From inside a task pass a fresh ctx, not the task's, which ends when the
+// task's fn returns. Once fn runs, its ctx ends when ctx does.
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
@@ -318,9 +333,6 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 	p, err := e.enter(ctx, j, nil, false)
 	if err != nil {
 		return err
-	}
-	if watched {
-		e.watch(ctx, j)
 	}
 	if p == queuedLent {
 		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on

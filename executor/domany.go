@@ -55,10 +55,22 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 		e.reuse(j)
 		return err
 	}
+	swept := false
 	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
 		v, err := e.enqueueMany(ctx, j, entries, outer)
 		if v == backpressure.Admit {
 			break
+		}
+		if !swept && err != errWaitsOnCaller {
+			// Tasks whose ctx ended may hold a key's room: drop them and
+			// try once more at once (see sweep), with a fresh job, as
+			// below.
+			swept = true
+			if e.sweepReserved(func() bool { return e.sweepKeys(keys) }) {
+				j = e.syncJob(ctx, fn, zero, &keys)
+				entries = j.turn.InitMany(j, len(keys))
+				continue
+			}
 		}
 		if v == backpressure.Wait {
 			// Waiting in line on every key would hold room on the free

@@ -16,8 +16,10 @@ import (
 )
 
 // Executor runs closures one at a time per key, in submission order, and in
-// parallel across keys on a bounded pool. The zero value is not usable; call
-// New. All methods are safe for concurrent use.
+// parallel across keys on a bounded pool. Make one with New: every method of
+// a nil Executor, or of its zero value (one held by value in a struct that
+// New did not fill), returns ErrNilExecutor or a zero value, and never
+// panics. All methods are safe for concurrent use.
 type Executor[K comparable] struct {
 	cfg      config
 	log      *zap.Logger
@@ -177,9 +179,14 @@ type Settings struct {
 	Started        time.Time     // when New returned
 }
 
+// unmade reports whether e is nil or an Executor that New did not make (its
+// zero value, held by value in a struct): every method then answers with
+// ErrNilExecutor or a zero value.
+func (e *Executor[K]) unmade() bool { return e == nil || e.router == nil }
+
 // Settings returns what e was configured with.
 func (e *Executor[K]) Settings() Settings {
-	if e == nil {
+	if e.unmade() {
 		return Settings{}
 	}
 	c := e.cfg
@@ -277,7 +284,7 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 // that each router shard keeps for its plain tasks: a few loads per shard
 // (16 shards per P).
 func (e *Executor[K]) Stats() Stats {
-	if e == nil {
+	if e.unmade() {
 		return Stats{}
 	}
 	// Load in the order the counters move (a task is submitted, then
@@ -315,7 +322,7 @@ func (e *Executor[K]) Stats() Stats {
 // ActiveKeys is the number of keys (in striped mode, stripes) with a live
 // mailbox: keys with tasks queued or running, plus any about to retire.
 func (e *Executor[K]) ActiveKeys() int {
-	if e == nil {
+	if e.unmade() {
 		return 0
 	}
 	return e.router.Live()
@@ -324,7 +331,7 @@ func (e *Executor[K]) ActiveKeys() int {
 // MaxKeyPending is the pending count of the busiest key (or stripe) now.
 // It costs what HotKeys(1) costs.
 func (e *Executor[K]) MaxKeyPending() int {
-	if e == nil {
+	if e.unmade() {
 		return 0
 	}
 	most := 0

@@ -90,7 +90,18 @@ import (
 //     error, ErrBusy, ErrClosed, or none: the goroutine exited), delivered
 //     exactly once and only after its task ended (for Go: through the
 //     error handler);
-//   - Stats (every counter) and ActiveKeys.
+//   - lazy cancellation: when the ctx of a queued Go, Submit or Batcher
+//     message nobody waits on ends, the task is doomed: the executor may
+//     end it (ctx's error) at any time, and the model learns that it did at
+//     the next settled moment, but it must have by the time it reaches the
+//     head of its queue with a worker free (it never runs, and the key's
+//     next task goes ahead), a Task.Wait on it is made (a blocking
+//     executor's Submit waits at once), a cap it holds room under would
+//     refuse a call or make it wait (the executor sweeps first: per key,
+//     or every queue for the global cap), or Close gives up; until then it
+//     is queued and pending like any other task;
+//   - a giving-up Close ends every task that has not started, at once;
+//   - Stats (every counter, exactly), ActiveKeys and HotKeys.
 func FuzzExecutor(f *testing.F) {
 	// Header: workers, throughput, per-key cap, global cap. Then ops.
 	f.Add([]byte{1, 1, 0, 0, 0, 0x10, 0, 0x21, 5, 5, 5, 5})
@@ -129,7 +140,7 @@ func FuzzExecutor(f *testing.F) {
 	// an inline Do that exits (its goroutine with it); a queued Do that
 	// exits on a worker (ErrGoexit) and the key's next task; a Submit that
 	// exits and one behind it; Go tasks that fail, panic and exit; Go
-	// tasks canceled while queued and doomed by a giving-up Close; a
+	// tasks canceled while queued (lazily) and doomed by a giving-up Close; a
 	// nested Do inline on its task's goroutine that exits and takes its
 	// task (an inline Do) with it; a nested Do that exits on a worker;
 	// under Block a Go that waits for key room; striped, a DoMany whose
@@ -210,6 +221,20 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 1, 1, 0, 0, 6, 0, 0, 0, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 1, 0, 0x08, 0, 0, 6, 0, 0, 0, 3, 1, 6, 0, 1, 0, 0, 5, 0, 5, 0})
 	f.Add([]byte{0x41, 0, 0, 0x08, 0x0b, 0, 0, 0, 6, 0, 1, 0x40, 4, 5, 0, 0, 1, 0, 0x08, 1, 0, 6, 0, 1, 0, 4, 5, 1, 5, 0, 5, 0})
+	// Lazy cancellation: a Submit canceled while queued ends only when
+	// noticed; at a key cap (FailFast) the key is swept before it refuses;
+	// at the global cap every queue is; under Block a Go canceled while
+	// queued is swept before a Go would wait for key room; a Wait on a
+	// Submit whose ctx ended withdraws it; a task canceled behind a running
+	// one is passed over when the worker reaches it. And a giving-up Close
+	// with tasks taken into a drive loop's batch behind a running one
+	// (WithThroughput(3)): they end with ErrClosed at once.
+	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 0, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 1, 0, 1, 0, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 0xc0, 2, 0x80, 0, 0, 0x20, 0, 0, 0x20, 4, 1, 0, 0, 0x20, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0x41, 0, 0, 0x08, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 4, 2, 6, 0, 0, 0, 3, 2, 5, 0, 5, 0, 5, 0})
+	f.Add([]byte{0, 2, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 7, 1, 5, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) > 400 {
 			data = data[:400] // keep one input fast
@@ -239,14 +264,22 @@ type fuzzTask struct {
 	behavior int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
 	gate     chan struct{}
 	cancel   context.CancelFunc
-	endless  bool // its ctx never ends (a Go or Submit queued as a plain task, where the executor allows)
+	endless  bool // its ctx never ends (a Go or Submit: nothing can withdraw it)
 
 	started  bool // the driver saw it start
 	released bool // the driver opened its gate
 	ended    bool // the model says it has ended
-	doomed   bool // not started when Close gave up: must end with ErrClosed
+	doomed   bool // not started when Close gave up: ended with ErrClosed at once
 	want     error
-	alt      error // also acceptable: a doomed task's ctx ended while it lingered
+	alt      error // also acceptable (a nested call's fn's ctx may end first)
+
+	// Lazy cancellation: the ctx of a queued Go, Submit or Batcher message
+	// nobody waits on ended. The executor may end it (ctx's error) at any
+	// time, and must by the time it reaches the head of its queue with a
+	// worker free, a Wait on it is made, a cap sweeps its queue, or Close
+	// gives up; until then it is queued like any other.
+	lazy    bool
+	noticed bool // lazy, and the driver saw it end this step (settle ends it)
 
 	task   *executor.Task  // Submit
 	result chan error      // blocking calls
@@ -638,10 +671,9 @@ func (r *fuzzRun) submit(kind string) string {
 	if preCanceled {
 		cancel()
 	} else if (kind == "Go" || kind == "Submit") && b&0x40 != 0 {
-		// A ctx that never ends: nothing withdraws the task, and an
-		// executor without stripes queues it as a plain task. A plain Go
-		// with context.Background() queues no ctx (it is made as the task
-		// runs); with another, its ctx is made as it is queued.
+		// A ctx that never ends (context.Background(), or one without
+		// cancel): nothing withdraws the task. It takes the same queue as
+		// every other task.
 		ctx, ft.endless = context.WithoutCancel(ctx), true
 		if b&0x20 != 0 {
 			ctx = context.Background()
@@ -657,17 +689,13 @@ func (r *fuzzRun) submit(kind string) string {
 		refuse = executor.ErrClosed
 	case r.block:
 		// Waits for room instead: see arrive.
-	case r.globalCap > 0 && r.pendingTasks() >= r.globalCap:
+	case r.globalFull() && (!r.sweep(allQueues) || r.globalFull()):
+		// (Before the cap refuses it, every queue is swept once.)
 		refuse = executor.ErrBusy
-	default:
-		for _, q := range ft.qs {
-			if r.keyCap > 0 && len(r.queue[q]) >= r.keyCap {
-				refuse = executor.ErrBusy
-			}
-			if old := r.oldestWaiting(q); r.age > 0 && old != nil && time.Since(r.t0)-old.at > r.age {
-				refuse = executor.ErrBusy // the key's queue is too old
-			}
-		}
+	case slices.ContainsFunc(ft.qs, r.keyFull) && (!r.sweep(ft.qs) || slices.ContainsFunc(ft.qs, r.keyFull)):
+		// Its key is at its cap, or its queue too old, even once the
+		// queues of its keys are swept.
+		refuse = executor.ErrBusy
 	}
 	r.tasks = append(r.tasks, ft)
 	if (kind == "Submit" || kind == "Go" || kind == "BSubmit") && !r.block {
@@ -920,19 +948,28 @@ func (r *fuzzRun) nestCall() string {
 	held := slices.ContainsFunc(in.qs, chainHolds)
 	// Per queue, in the call's key order (the order a DoMany takes them):
 	// a DoMany queued there that needs a key the chain holds (the call would
-	// wait for it, and it for the chain), else a key cap.
-	var perKey error
-	for _, q := range in.qs {
-		if slices.ContainsFunc(r.queue[q], func(t *fuzzTask) bool {
-			return !t.started && len(t.qs) > 1 && slices.ContainsFunc(t.qs, chainHolds)
-		}) {
-			perKey = executor.ErrReentrant
-			break
+	// wait for it, and it for the chain), else a key cap or (aging) a queue
+	// too old.
+	perKey := func() error {
+		for _, q := range in.qs {
+			if slices.ContainsFunc(r.queue[q], func(t *fuzzTask) bool {
+				return !t.started && len(t.qs) > 1 && slices.ContainsFunc(t.qs, chainHolds)
+			}) {
+				return executor.ErrReentrant
+			}
+			if !r.block && r.keyFull(q) {
+				return executor.ErrBusy
+			}
 		}
-		if !r.block && r.keyCap > 0 && len(r.queue[q]) >= r.keyCap {
-			perKey = executor.ErrBusy
-			break
-		}
+		return nil
+	}
+	if !o.ctxCanceled && !r.closing && !held && r.sweepsFor(in.qs) &&
+		(r.waitFor || r.batching || slices.ContainsFunc(in.qs, func(q int) bool { return r.waitsOnItself(o, q) })) {
+		// Its admission would sweep (see sweep), which the model cannot
+		// take back if the call is then not made (see nestWaits and
+		// below). (Sweeping only takes waits away: a call that would not
+		// wait on its own task before the sweep does not after it.)
+		return fmt.Sprintf("task %d: %s on %v skipped: its admission would sweep, and it may not be made", o.id, in.kind, in.keys)
 	}
 	var refuse, alt error
 	switch {
@@ -950,15 +987,12 @@ func (r *fuzzRun) nestCall() string {
 		}
 	case held:
 		refuse = executor.ErrReentrant
-	case r.globalCap > 0 && r.block && (r.reservations() >= r.globalCap || len(r.parkedG) > 0):
-		refuse = executor.ErrBusy // a nested call never waits for global room
-	case r.globalCap > 0 && !r.block && r.pendingTasks() >= r.globalCap:
-		refuse = executor.ErrBusy
-	case perKey != nil:
-		refuse = perKey
-	case r.age > 0:
-		if old := r.oldestWaiting(in.qs[0]); old != nil && time.Since(r.t0)-old.at > r.age {
-			refuse = executor.ErrBusy
+	case r.globalFull() && (!r.sweep(allQueues) || r.globalFull()):
+		refuse = executor.ErrBusy // (under Block a nested call never waits for global room)
+	default:
+		refuse = perKey()
+		if refuse == executor.ErrBusy && r.sweep(in.qs) {
+			refuse = perKey() // asked again once the queues of its keys are swept
 		}
 	}
 	if refuse == nil && !r.waitFor && !r.batching &&
@@ -1029,6 +1063,11 @@ func (r *fuzzRun) nestWait(o, in *fuzzTask, pick byte) string {
 		return fmt.Sprintf("task %d: nested Wait (none)", o.id)
 	}
 	tg := cands[int(pick)%len(cands)]
+	if tg.lazy && !tg.ended && o.ctxCanceled {
+		// Its Wait's select would pick between the two ctxs at random:
+		// whether it withdraws the task is not for the model to say.
+		return fmt.Sprintf("task %d: nested Wait on %d skipped: both ctxs ended", o.id, tg.id)
+	}
 	in.kind, in.keys, in.waitOn = "nested Wait", tg.keys, tg
 	in.trigger, in.cancel = context.WithCancel(context.Background())
 	chain := chainOf(o)
@@ -1062,8 +1101,17 @@ func (r *fuzzRun) nestWait(o, in *fuzzTask, pick byte) string {
 		return fmt.Sprintf("task %d: nested Wait %d on ended %d", o.id, in.id, tg.id)
 	}
 	if refuse != nil {
+		// (A Wait whose own ctx ended may or may not withdraw a lazily
+		// doomed task first: either is right, as it may end any time.)
 		in.ended, in.want = true, refuse
 		return fmt.Sprintf("task %d: nested Wait %d on %d refused (%v)", o.id, in.id, tg.id, refuse)
+	}
+	if tg.lazy {
+		// Wait watches the task's ctx, which has ended: it withdraws
+		// the task at once and returns why it never ran.
+		r.want.Canceled++
+		r.end(tg, context.Canceled)
+		return fmt.Sprintf("task %d: nested Wait %d on %d, whose ctx ended: withdrawn", o.id, in.id, tg.id)
 	}
 	return fmt.Sprintf("task %d: nested Wait %d on %d", o.id, in.id, tg.id)
 }
@@ -1318,12 +1366,14 @@ func (r *fuzzRun) waitsFor(ft *fuzzTask) []*fuzzTask {
 	return out
 }
 
-// ctxEnded applies the end of ft's ctx: a call waiting for room gives up, a
-// queued task is withdrawn, a running one goes on but its fn's ctx has
-// ended, and so has that of the nested call it is in.
+// ctxEnded applies the end of ft's ctx: a call waiting for room gives up; a
+// queued task is withdrawn at once if its caller waits for it (a Do, a
+// Task.Wait in progress), else it is lazily doomed (see fuzzTask.lazy); a
+// running one goes on but its fn's ctx has ended, and so has that of the
+// nested call it is in.
 func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 	switch {
-	case ft.ended:
+	case ft.ended || ft.lazy:
 	case ft.waitOn != nil:
 		ft.ended, ft.want = true, context.Canceled // a nested Wait: its task is unaffected
 	case ft.claimed || (ft.started && ft.viaBatch()):
@@ -1331,19 +1381,96 @@ func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 		// own, not canceled by any one message's.
 	case ft.park != 0:
 		r.end(ft, context.Canceled)
-	case !ft.started && !ft.doomed:
+	case !ft.started && r.unwatched(ft):
+		ft.lazy = true
+	case !ft.started:
 		r.end(ft, context.Canceled)
 		r.want.Canceled++
-	case ft.doomed:
-		// Close gave up on it but it has not ended yet (it waits in
-		// a drive loop's batch): whichever reason wins is right.
-		ft.alt = context.Canceled
 	default:
 		ft.ctxCanceled = true
 		if ft.inner != nil {
 			r.ctxEnded(ft.inner)
 		}
 	}
+}
+
+// unwatched reports whether nobody waits for ft, queued: a Go, or a Submit
+// or Batcher.Submit whose Task nobody waits on (a blocking executor's
+// Submit is called aside and its Task waited for at once; a nested Wait
+// may be on it).
+func (r *fuzzRun) unwatched(ft *fuzzTask) bool {
+	switch ft.kind {
+	case "Go":
+	case "Submit", "BSubmit":
+		if ft.result != nil {
+			return false
+		}
+	default:
+		return false
+	}
+	return !slices.ContainsFunc(r.waiting(), func(w *fuzzTask) bool { return w.waitOn == ft })
+}
+
+// lazyIn lists the lazily doomed tasks of queues qs that have not ended.
+func (r *fuzzRun) lazyIn(qs []int) []*fuzzTask {
+	var out []*fuzzTask
+	for _, q := range qs {
+		for _, ft := range r.queue[q] {
+			if ft.lazy && !ft.ended && !slices.Contains(out, ft) {
+				out = append(out, ft)
+			}
+		}
+	}
+	return out
+}
+
+// allQueues is every queue of the model.
+var allQueues = func() []int {
+	qs := make([]int, fuzzKeys)
+	for q := range qs {
+		qs[q] = q
+	}
+	return qs
+}()
+
+// sweep is the executor's sweep of queues qs before a cap refuses a call
+// or makes it wait: every lazily doomed task there ends at once, with its
+// ctx's error. It reports whether it ended any.
+func (r *fuzzRun) sweep(qs []int) bool {
+	swept := r.lazyIn(qs)
+	for _, ft := range swept {
+		if !ft.ended { // (ending one may admit a call that sweeps too)
+			r.want.Canceled++
+			r.end(ft, context.Canceled)
+		}
+	}
+	return len(swept) > 0
+}
+
+// globalFull reports whether the global cap would refuse a call, or make
+// it wait: every reservation is held, or (blocking) others wait ahead.
+func (r *fuzzRun) globalFull() bool {
+	return r.globalCap > 0 && (r.reservations() >= r.globalCap || len(r.parkedG) > 0)
+}
+
+// keyFull reports whether queue q's cap, or its age, would refuse a call
+// or (blocking) make it wait.
+func (r *fuzzRun) keyFull(q int) bool {
+	if r.keyCap > 0 && len(r.queue[q])+len(r.parkedK[q]) >= r.keyCap {
+		return true
+	}
+	old := r.oldestWaiting(q)
+	return r.age > 0 && old != nil && time.Since(r.t0)-old.at > r.age
+}
+
+// sweepsFor reports whether admitting a call on queues qs now could
+// sweep: a cap it meets would refuse it or make it wait while a lazily
+// doomed task is queued where that cap sweeps.
+func (r *fuzzRun) sweepsFor(qs []int) bool {
+	if r.globalFull() && len(r.lazyIn(allQueues)) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(qs, func(q int) bool { return r.keyFull(q) && len(r.lazyIn([]int{q})) > 0 })
 }
 
 // idle lists the running tasks whose fn waits for the driver: not in a
@@ -1383,7 +1510,7 @@ func (r *fuzzRun) q(k int) int {
 // or others wait there (no barging), else in its key's waiting room while
 // the key is full or others wait there, else it is accepted.
 func (r *fuzzRun) arrive(ft *fuzzTask) string {
-	if r.block && r.globalCap > 0 && (r.reservations() >= r.globalCap || len(r.parkedG) > 0) {
+	if r.block && r.globalFull() && (!r.sweep(allQueues) || r.globalFull()) {
 		ft.park = parkGlobal
 		r.parkedG = append(r.parkedG, ft)
 		return " (waits for global room)"
@@ -1395,7 +1522,7 @@ func (r *fuzzRun) arrive(ft *fuzzTask) string {
 func (r *fuzzRun) arriveKey(ft *fuzzTask) string {
 	if r.block && r.keyCap > 0 {
 		q := ft.qs[0] // blocking calls at a key cap are single-key (see submit)
-		if len(r.queue[q])+len(r.parkedK[q]) >= r.keyCap {
+		if r.keyFull(q) && (!r.sweep(ft.qs) || r.keyFull(q)) {
 			ft.park = parkKey
 			r.parkedK[q] = append(r.parkedK[q], ft)
 			return " (waits for key room)"
@@ -1651,9 +1778,15 @@ func (r *fuzzRun) close(giveUp bool) {
 			// error unless the task it waits for ends first.
 			ft.ended, ft.want, ft.alt = true, context.Canceled, executor.ErrClosed
 		}
+		// Every task that has not started ends with ErrClosed at once,
+		// those a drive loop has taken into a batch behind a running task
+		// (and messages claimed for a later call of a running group)
+		// included: none may linger until a worker frees up.
 		for _, ft := range r.live() {
-			if !ft.started && !ft.claimed {
+			if !ft.started {
 				ft.doomed = true
+				r.want.Canceled++
+				r.end(ft, executor.ErrClosed)
 				if ft.outer != nil {
 					// The fn that waits for it sees its ctx end too.
 					ft.alt = context.Canceled
@@ -1684,8 +1817,6 @@ func (r *fuzzRun) running() []*fuzzTask {
 	return out
 }
 
-func (r *fuzzRun) pendingTasks() int { return len(r.live()) }
-
 // mayRun reports whether the model lets ft run now: every earlier task on
 // each of its keys has ended (for a shared task, every earlier exclusive one).
 func (r *fuzzRun) mayRun(ft *fuzzTask) bool { return r.mayRunWith(ft, nil) }
@@ -1698,8 +1829,8 @@ func (r *fuzzRun) mayRunWith(ft *fuzzTask, with []*fuzzTask) bool {
 			if o == ft {
 				break
 			}
-			if (!ft.shared || !o.shared) && !slices.Contains(with, o) && !o.released {
-				return false // (a released task has ended, or ran in its group's run: see release)
+			if (!ft.shared || !o.shared) && !slices.Contains(with, o) && !o.released && !o.noticed {
+				return false // (a released task has ended, or ran in its group's run: see release; a noticed one has ended)
 			}
 		}
 	}
@@ -1717,6 +1848,14 @@ func (r *fuzzRun) settle() {
 	r.flags.calls = nil
 	r.flags.mu.Unlock()
 	r.matchHandled()
+	// Lazily doomed tasks the executor ended since the last step: they
+	// leave their queues once the drive loops are checked (they took
+	// their place in a batch), but start no one's wait.
+	for _, ft := range r.tasks {
+		if ft.lazy && !ft.ended && r.resultReady(ft) {
+			ft.noticed = true
+		}
+	}
 	// The BatchFunc's calls: who led each, and who rode along.
 	for _, c := range calls {
 		ms := make([]*fuzzTask, len(c.ids))
@@ -1752,10 +1891,12 @@ func (r *fuzzRun) settle() {
 			case ft.inline() && ft.mustQueue:
 				t.Errorf("task %d (%s on %v) ran on its caller's goroutine, but it had to wait in line or for room",
 					ft.id, ft.kind, ft.keys)
-			case ft.ended && !ft.released:
-				t.Errorf("task %d (%s) started after it ended with %v", ft.id, ft.kind, ft.want)
 			case ft.doomed:
 				t.Errorf("task %d (%s) started after Close gave up on it", ft.id, ft.kind)
+			case ft.lazy:
+				t.Errorf("task %d (%s on %v) started after its ctx ended (while it was queued)", ft.id, ft.kind, ft.keys)
+			case ft.ended && !ft.released:
+				t.Errorf("task %d (%s) started after it ended with %v", ft.id, ft.kind, ft.want)
 			case !r.mayRunWith(ft, with):
 				t.Errorf("task %d (%s on %v) started before an earlier task of its keys ended (queues %v)",
 					ft.id, ft.kind, ft.keys, r.queueIDs())
@@ -1765,31 +1906,27 @@ func (r *fuzzRun) settle() {
 	if r.batching {
 		r.drives(now)
 	}
-	// Doomed tasks end with ErrClosed; they may linger until a worker
-	// frees up, but never past the last running task.
 	for _, ft := range r.tasks {
-		if ft.doomed && !ft.ended && r.resultReady(ft) {
-			r.want.Canceled++
-			r.end(ft, executor.ErrClosed)
+		if ft.noticed && !ft.ended {
+			r.notice(ft)
 		}
 	}
-	if len(r.running()) == 0 {
-		for _, ft := range r.tasks {
-			if ft.doomed && !ft.ended {
-				t.Errorf("task %d (%s): not ended once nothing runs after Close gave up; want ErrClosed", ft.id, ft.kind)
-				r.want.Canceled++
-				r.end(ft, executor.ErrClosed)
-			}
-		}
-	}
+}
+
+// notice ends a lazily doomed task the executor has ended: canceled, with
+// its ctx's error.
+func (r *fuzzRun) notice(ft *fuzzTask) {
+	ft.noticed = false
+	r.want.Canceled++
+	r.end(ft, context.Canceled)
 }
 
 // fuzzDrive models, in batching mode, the drive loops of one queue. A
 // mailbox runs its queue in drive loops, each with a budget of
 // WithThroughput units: a loop detaches the exclusive single-key tasks at
 // the head of the queue, as many units as its budget has left (a unit is a
-// task, or a run of up to WithMaxBatch consecutive messages, which one call
-// of the BatchFunc gets; in striped mode one call per run of one key), runs
+// task, or a run of up to WithMaxBatch consecutive messages of one key,
+// which one call of the BatchFunc gets), runs
 // them in order, and detaches again while budget is left and the head is
 // such a task; else it ends (and if it ran out of budget a fresh loop comes
 // once a worker is free). So a batch is what was queued when its loop
@@ -1830,14 +1967,11 @@ func allRan(ts []*fuzzTask) bool {
 	return true
 }
 
-func allEnded(ts []*fuzzTask) bool {
-	for _, ft := range ts {
-		if !ft.ended {
-			return false
-		}
-	}
-	return true
-}
+// plain reports whether ft is queued as a plain task (a slot in its
+// mailbox's ring, not a turn): a Go or Submit whose ctx never ends, without
+// stripes. The two share one FIFO order; only the batches a drive loop
+// takes tell them apart.
+func (r *fuzzRun) plain(ft *fuzzTask) bool { return ft.endless && !r.striped }
 
 // detach is a drive loop of queue q detaching its batch with budget.
 func (r *fuzzRun) detach(q, budget int) {
@@ -1853,7 +1987,8 @@ func (r *fuzzRun) detach(q, budget int) {
 			// withdrawn before then is never taken, and takes no budget.
 			break
 		}
-		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch {
+		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch &&
+			ft.keys[0] == d.units[n-1].tasks[0].keys[0] { // a run is one key's (striped mode: not a stripe's)
 			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
 			continue
 		}
@@ -1864,11 +1999,6 @@ func (r *fuzzRun) detach(q, budget int) {
 	}
 	d.left = budget - len(d.units)
 }
-
-// plain reports whether ft is queued as a plain task (a slot in its
-// mailbox's ring, not a turn): a Go or Submit whose ctx never ends, without
-// stripes.
-func (r *fuzzRun) plain(ft *fuzzTask) bool { return ft.endless && !r.striped }
 
 // advance returns what unit u starts now: all of it, or its group's first
 // call, when it begins (the messages of later calls are claimed: they run
@@ -1882,8 +2012,19 @@ func (r *fuzzRun) advance(u *fuzzUnit) []*fuzzTask {
 		return nil
 	}
 	u.begun = true
-	var live []*fuzzTask // those withdrawn since it was detached are skipped
+	// Those withdrawn since it was detached are skipped, and those whose
+	// ctx ended are noticed now: they never run, and end (they leave the
+	// queue: a later batch does not take them).
+	var live []*fuzzTask
 	for _, ft := range u.tasks {
+		if ft.lazy && !ft.ended && !ft.noticed {
+			r.t.Errorf("queue %d: a drive loop reached task %d (%s), whose ctx ended, but it has not ended",
+				ft.qs[0], ft.id, ft.kind)
+			ft.noticed = true
+		}
+		if ft.noticed && !ft.ended {
+			r.notice(ft)
+		}
 		if !ft.ended {
 			live = append(live, ft)
 		}
@@ -1927,35 +2068,16 @@ func (r *fuzzRun) drives(now map[*fuzzTask]bool) {
 		if r.gaveUp {
 			d.unsure = true
 		}
-		var want []*fuzzTask
-		for d.live {
-			for len(d.units) > 0 && allEnded(d.units[0].tasks) {
-				d.units = d.units[1:]
-			}
-			if len(d.units) > 0 {
-				if u := &d.units[0]; !d.unsure || u.begun {
-					want = r.advance(u)
-				}
-				break
-			}
-			budget := d.left
-			if d.fresh {
-				budget, d.fresh = r.throughput, false
-			}
-			if d.unsure || budget == 0 || len(r.queue[q]) == 0 || !runsInBatch(r.queue[q][0]) {
-				d.live = false // it yields (a fresh loop comes), or ends
-				break
-			}
-			r.detach(q, budget)
-		}
+		want := r.drive(q)
 		if d.unsure {
 			continue
 		}
-		if !d.live && len(r.queue[q]) > 0 {
-			if h := r.queue[q][0]; now[h] && !h.inline() && runsInBatch(h) {
-				r.detach(q, r.throughput) // a fresh loop
-				want = r.advance(&d.units[0])
-			}
+		for !d.live && r.freshLoop(q, now) {
+			// (A loop that passed over tasks whose ctx ended and ran out
+			// of budget goes on at once if nothing else waits for a
+			// worker: as a fresh loop does.)
+			r.detach(q, r.throughput)
+			want = r.drive(q)
 		}
 		var got []*fuzzTask
 		for _, ft := range r.queue[q] {
@@ -1968,6 +2090,58 @@ func (r *fuzzRun) drives(now map[*fuzzTask]bool) {
 				q, ids(got), ids(want), ids(r.queue[q]), d.unitIDs())
 		}
 	}
+}
+
+// drive moves queue q's live drive loop on past what ended this step, and
+// returns what it starts now.
+func (r *fuzzRun) drive(q int) []*fuzzTask {
+	d := &r.drv[q]
+	var want []*fuzzTask
+	for d.live {
+		for len(d.units) > 0 && allEnded(d.units[0].tasks) {
+			d.units = d.units[1:]
+		}
+		if len(d.units) > 0 {
+			u := &d.units[0]
+			if d.unsure && !u.begun {
+				break
+			}
+			if want = r.advance(u); len(want) == 0 && allEnded(u.tasks) {
+				continue // every task of it had its ctx end: the loop goes on
+			}
+			break
+		}
+		budget := d.left
+		if d.fresh {
+			budget, d.fresh = r.throughput, false
+		}
+		if d.unsure || budget == 0 || len(r.queue[q]) == 0 || !runsInBatch(r.queue[q][0]) {
+			d.live = false // it yields (a fresh loop comes), or ends
+			break
+		}
+		r.detach(q, budget)
+	}
+	return want
+}
+
+// freshLoop reports whether a fresh drive loop began on idle queue q this
+// step: its head started, or the head's ctx had ended and the executor
+// noticed it (only a loop reaching it does: see nestWait), as it would
+// start, and so took it into the loop's batch.
+func (r *fuzzRun) freshLoop(q int, now map[*fuzzTask]bool) bool {
+	queue := r.queue[q]
+	if len(queue) == 0 || !runsInBatch(queue[0]) {
+		return false
+	}
+	if queue[0].noticed {
+		return true
+	}
+	h := queue[0]
+	return now[h] && !h.inline()
+}
+
+func allEnded(ts []*fuzzTask) bool {
+	return !slices.ContainsFunc(ts, func(ft *fuzzTask) bool { return !ft.ended })
 }
 
 func ids(ts []*fuzzTask) []int {
@@ -1988,8 +2162,8 @@ func (d *fuzzDrive) unitIDs() [][]int {
 
 // matchHandled hands each failure the error handler was handed since the
 // last step to the Go task it must be for: of that key, accepted, handed
-// nothing yet, and either ended with that failure or doomed by a giving-up
-// Close (ErrClosed). Tasks of one key that want the same failure are
+// nothing yet, and either ended with that failure or lazily doomed (its
+// ctx's error). Tasks of one key that want the same failure are
 // interchangeable; the oldest takes it.
 func (r *fuzzRun) matchHandled() {
 	r.handler.mu.Lock()
@@ -2003,8 +2177,7 @@ func (r *fuzzRun) matchHandled() {
 				continue
 			}
 			is := func(want error) bool { return want != nil && sameOutcome(rec.err, want) }
-			if (ft.ended && (is(ft.want) || is(ft.alt))) ||
-				(ft.doomed && !ft.ended && (is(executor.ErrClosed) || is(ft.alt))) {
+			if (ft.ended && (is(ft.want) || is(ft.alt))) || (ft.lazy && !ft.ended && is(context.Canceled)) {
 				match = ft
 				break
 			}
@@ -2020,7 +2193,7 @@ func (r *fuzzRun) matchHandled() {
 // resultReady reports, without consuming it, whether ft's call has returned.
 func (r *fuzzRun) resultReady(ft *fuzzTask) bool {
 	if ft.kind == "Go" {
-		return len(ft.handled) > 0 // a doomed Go ends with ErrClosed, handed to the handler
+		return len(ft.handled) > 0 // a Go that never ran ends with why, handed to the handler
 	}
 	if ft.task != nil {
 		select {
@@ -2131,34 +2304,33 @@ func (r *fuzzRun) check(at string) {
 			}
 		}
 	}
-	if len(busy) < r.workers && !r.gaveUp {
+	if len(busy) < r.workers {
+		// (A task whose ctx ended lazily must have ended by now: it
+		// reached the head of its queue with a worker free.)
 		for _, ft := range r.live() {
 			if !ft.started && r.mayRun(ft) {
-				t.Errorf("%s: task %d (%s on %v) may run and a worker is free, but it has not started (queues %v)",
-					at, ft.id, ft.kind, ft.keys, r.queueIDs())
+				what := "it has not started"
+				if ft.lazy {
+					what = "its ctx ended and it has not ended"
+				}
+				t.Errorf("%s: task %d (%s on %v) may run and a worker is free, but %s (queues %v)",
+					at, ft.id, ft.kind, ft.keys, what, r.queueIDs())
 			}
 		}
 	}
-	// Stats.
+	// Stats, exactly: a lazily doomed task counts as queued until the
+	// driver sees it end, at a settled moment.
 	want := r.want
-	active, settled := 0, 0 // keys with work; and without doomed nested calls
+	active := 0 // keys with work
 	for q := range r.queue {
 		if len(r.queue[q]) > 0 {
 			active++
-		}
-		if len(r.queue[q]) > r.doomedNested(q) {
-			settled++
 		}
 	}
 	want.ActiveKeys = active
 	want.Running = len(running)
 	want.Queued = int(want.Submitted-want.Completed-want.Canceled) - want.Running
 	got := r.e.Stats()
-	if got.ActiveKeys >= settled && got.ActiveKeys < active {
-		// A doomed nested call has left its queue, and no one can tell
-		// until its task has a worker back to return it (see doomedNested).
-		got.ActiveKeys = active
-	}
 	// A key whose last task was withdrawn while its drive loop waited for
 	// a worker stays live until that loop gets one and retires it: with
 	// every worker busy, ActiveKeys may run ahead of the keys with work.
@@ -2167,26 +2339,24 @@ func (r *fuzzRun) check(at string) {
 		lag = got.ActiveKeys - active
 		got.ActiveKeys = active
 	}
-	if r.gaveUp && !r.allSettled() {
-		// Doomed tasks may still count as queued.
-		got.Queued, want.Queued = 0, 0
-		got.Canceled, want.Canceled = 0, 0
-	}
 	if got != want {
 		t.Errorf("%s: Stats: got %+v; want %+v", at, got, want)
 	}
-	if n := r.e.ActiveKeys(); n < settled || n > active+lag {
+	if !balanced(got) {
+		t.Errorf("%s: Stats do not add up: %+v", at, got)
+	}
+	if n := r.e.ActiveKeys(); n < active || n > active+lag {
 		t.Errorf("%s: ActiveKeys: got %d; want %d", at, n, active+lag)
 	}
-	// HotKeys agrees with the queues.
+	// HotKeys agrees with the queues (a lazily doomed task is pending
+	// until it ends).
 	hot := r.e.HotKeys(fuzzKeys)
 	for _, kl := range hot {
-		q := r.q(kl.Key)
-		if n := len(r.queue[q]); kl.Pending > n || kl.Pending < n-r.doomedNested(q) {
+		if n := len(r.queue[r.q(kl.Key)]); kl.Pending != n {
 			t.Errorf("%s: HotKeys: key %d has %d pending; want %d", at, kl.Key, kl.Pending, n)
 		}
 	}
-	if len(hot) < settled || len(hot) > active {
+	if len(hot) != active {
 		t.Errorf("%s: HotKeys: got %v; want %d keys", at, hot, active)
 	}
 }
@@ -2244,30 +2414,6 @@ func (r *fuzzRun) checkGo(at string, ft *fuzzTask) {
 	default:
 		ft.got = true // matchHandled gave it only a failure it may end with
 	}
-}
-
-// doomedNested counts the nested calls in queue q that a giving-up Close
-// doomed and the model has not seen end. Such a call leaves its queue at
-// once, but its result comes back only once its task has a worker again,
-// which, with every worker busy, the model cannot say: until then the
-// key's pending count may be lower than the model's queue.
-func (r *fuzzRun) doomedNested(q int) int {
-	n := 0
-	for _, ft := range r.queue[q] {
-		if ft.doomed && ft.outer != nil && !ft.ended {
-			n++
-		}
-	}
-	return n
-}
-
-func (r *fuzzRun) allSettled() bool {
-	for _, ft := range r.tasks {
-		if ft.doomed && !ft.ended {
-			return false
-		}
-	}
-	return true
 }
 
 func sameOutcome(got, want error) bool {

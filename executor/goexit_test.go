@@ -457,9 +457,9 @@ func TestErrorHandlerGoexit(t *testing.T) {
 		if err := e.Go(ctx, "a", nop); err != nil {
 			t.Fatal(err)
 		}
-		cancel() // the watcher reports the cancellation to the handler
-		eventually(t, "the handler's Goexit on cancellation", func() bool { return !armed.Load() })
+		cancel() // noticed at the head of the queue: the handler hears of it there
 		release()
+		eventually(t, "the handler's Goexit on cancellation", func() bool { return !armed.Load() })
 		waitIdle(t, e)
 		doEach(t, e, "a", "b")
 		closeWithin(t, e)

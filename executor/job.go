@@ -234,7 +234,7 @@ func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread 
 // failure from it.
 func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	if unread && err != nil {
-		defer e.unread(keyField(c, multi), keyAny(c, multi), err)
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err, true)
 	}
 	if e.obs != nil {
 		e.obs.TaskFinished(time.Since(start), outcome)
@@ -313,7 +313,12 @@ func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx
 func (e *Executor[K]) recycle(j *job[K]) {
 	// Multi-key jobs are never reused: a nested call's deadlock check may
 	// still hold one it met in a queue (see closesCycle).
-	if j.turn.State() != mailbox.Done || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
+	//
+	// Nor are jobs that ran in a drive loop's batch: a giving-up Close and
+	// a sweep of ended contexts walk the batch's links from its cursor
+	// (Mailbox.EachWaiting) while the loop runs, and a reused job would
+	// relink its entry elsewhere under them.
+	if j.turn.State() != mailbox.Done || j.turn.Batched() || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
 		return
 	}
 	e.reuse(j)

@@ -23,15 +23,48 @@ func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
 // with an Observer, a policy that reads queue age or WithSlowTaskWarning;
 // without them OldestKeys returns nil. Its cost is that of HotKeys.
 func (e *Executor[K]) OldestKeys(n int) []KeyLoad[K] {
-	if e == nil || !e.ages {
+	if e.unmade() || !e.ages {
 		return nil
 	}
 	return e.topKeys(n, func(l KeyLoad[K]) int64 { return int64(max(l.Held, l.OldestWait)) })
 }
 
+// Ages is how old the executor's live work is now, for alerting on a stuck
+// key without naming it (see Executor.Ages).
+type Ages struct {
+	OldestHeld time.Duration // the longest hold now: a task that runs long, or is stuck; 0 if none
+	OldestWait time.Duration // the longest any queued task has waited; 0 if none
+	SlowHolds  int           // holds older than WithSlowTaskWarning's threshold now; 0 without one
+}
+
+// Ages returns how old the executor's live work is: one pass over the live
+// mailboxes, one shard lock at a time, with no allocation. Ages are tracked
+// only with an Observer, a policy that reads queue age or
+// WithSlowTaskWarning (see OldestKeys); without them Ages is zero.
+func (e *Executor[K]) Ages() Ages {
+	var a Ages
+	if e.unmade() || !e.ages {
+		return a
+	}
+	now := monotime()
+	e.router.Each(func(_ K, m *mailbox.Mailbox) {
+		if at, ok := m.HeldSince(); ok {
+			held := max(0, time.Duration(now-at))
+			a.OldestHeld = max(a.OldestHeld, held)
+			if e.cfg.slow > 0 && held >= e.cfg.slow {
+				a.SlowHolds++
+			}
+		}
+		if at, ok := m.OldestStamp(); ok {
+			a.OldestWait = max(a.OldestWait, time.Duration(now-at))
+		}
+	})
+	return a
+}
+
 // topKeys returns up to n live keys with the highest score, highest first.
 func (e *Executor[K]) topKeys(n int, score func(KeyLoad[K]) int64) []KeyLoad[K] {
-	if e == nil || n <= 0 {
+	if e.unmade() || n <= 0 {
 		return nil
 	}
 	top := loadHeap[K]{score: score}

@@ -58,3 +58,28 @@ func TestLogSampledUnderHotKey(t *testing.T) {
 		t.Errorf("panic log fields: got %v; want key, panic value and stack", f)
 	}
 }
+
+// TestLogNeverRan: a Go that fails is logged as failed; one withdrawn
+// before it started is logged as never run, with why, not as failed.
+func TestLogNeverRan(t *testing.T) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	e := newExec[string](t, executor.WithLogger(zap.New(core)), executor.WithWorkers(1))
+	g, _ := block(t, e, "k")
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := e.Go(ctx, "k", func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Go(context.Background(), "k", func(context.Context) error { return errors.New("bad") }); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	g.open()
+	waitIdle(t, e)
+	never := logs.FilterMessage("task never ran").AllUntimed()
+	if len(never) != 1 || never[0].ContextMap()["why"] != "its ctx ended before it started" || never[0].ContextMap()["key"] != "k" {
+		t.Errorf("never-ran log lines: got %v; want one, key k, why its ctx ended", never)
+	}
+	if failed := logs.FilterMessage("task failed").Len(); failed != 1 {
+		t.Errorf("failed log lines: got %d; want 1 (the Go whose fn failed)", failed)
+	}
+}

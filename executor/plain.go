@@ -53,8 +53,13 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		c.key = key
 		return e.waitPlain(m, fn, j, c, j)
 	}
-	var arg unsafe.Pointer // context.Background(): goCtx makes the ctx as the task runs
-	if ctx != background {
+	// With context.Background() the ctx is made as the task runs (goCtx),
+	// with the mailbox's key: only for a key type whose equal keys are
+	// identical (checkNone). Equal keys of other types may still differ
+	// (+0.0 and -0.0, interfaces holding them), and a task reports the key
+	// it was submitted with, so their ctx is made here.
+	var arg unsafe.Pointer
+	if ctx != background || e.keyCheck != checkNone {
 		c := newTaskCtx[K](ctx)
 		c.key = key
 		arg = goArg(c)
@@ -318,6 +323,7 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 			s := plainOf[K](t)
 			return e.checkWait(ctx, &s.ctx, waitee[K]{p: s})
 		},
+		submitter: func(*Task) context.Context { return nil },
 	}
 }
 
@@ -365,6 +371,11 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 	}
 	m = e.router.Acquire(key)
 	v, err := e.askKeyHeld(m, key, false)
+	if v != backpressure.Admit && e.sweep(m) {
+		// Tasks whose ctx ended held room (see sweep): ask again, once.
+		m = e.router.Acquire(key)
+		v, err = e.askKeyHeld(m, key, false)
+	}
 	switch {
 	case v == backpressure.Reject:
 		m.Release()

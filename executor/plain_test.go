@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -578,5 +579,37 @@ func TestWaitEndedTaskEndedCtx(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestGoReportsItsOwnKey: a Go's failure is reported with the key it was
+// called with, not the equal key that made its key's mailbox: +0.0 and
+// -0.0 are one key for ordering, and still two keys to the caller.
+func TestGoReportsItsOwnKey(t *testing.T) {
+	negZero := math.Copysign(0, -1)
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+	}{
+		{"background", context.Background()},
+		{"never ends", context.WithValue(context.Background(), ctxKey{}, 1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := make(chan any, 1)
+			e, err := executor.New[float64](executor.WithWorkers(1),
+				executor.WithErrorHandler(func(k any, _ error) { keys <- k }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			g, _ := block(t, e, 0.0) // the mailbox is made by +0.0
+			if err := e.Go(tc.ctx, negZero, func(context.Context) error { return errors.New("fails") }); err != nil {
+				t.Fatal(err)
+			}
+			g.open()
+			if k, ok := recv(t, "the error handler", keys).(float64); !ok || !math.Signbit(k) {
+				t.Errorf("the error handler got key %#v; want -0.0, the key Go was called with", k)
+			}
+			closeWithin(t, e)
+		})
 	}
 }

@@ -487,3 +487,43 @@ func TestBlockDoManyRetryGiveUp(t *testing.T) {
 		}
 	}
 }
+
+// TestBlockNotHeldByEndedCtx: under Block, a submission waiting for room is
+// not kept waiting by a queued task whose ctx ends after it began to wait
+// (contract item 6): nothing watches the queued task's ctx, and the waiter
+// sweeps its key's queue (or, at the global cap, every queue) now and then.
+func TestBlockNotHeldByEndedCtx(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opt  executor.Option
+	}{
+		{"key cap", executor.WithMaxQueuePerKey(2)},
+		{"global cap", executor.WithMaxPending(2)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := new(parkingPolicy)
+			e := newExec[string](t, tc.opt, executor.WithPolicy(p))
+			g, _ := block(t, e, "k")
+			ctx, cancel := context.WithCancel(context.Background())
+			queued, err := e.Submit(ctx, "k", func(context.Context) error { t.Error("a task whose ctx ended ran"); return nil })
+			if err != nil {
+				t.Fatal(err)
+			}
+			admitted := make(chan error, 1)
+			go func() {
+				_, err := e.Submit(context.Background(), "k", nop) // waits for room
+				admitted <- err
+			}()
+			eventually(t, "the third Submit to wait for room", func() bool { return p.waits.Load() > 0 })
+			cancel()
+			if err := recv(t, "the waiting Submit to be admitted", admitted); err != nil {
+				t.Errorf("waiting Submit: got %v; want nil", err)
+			}
+			if err := queued.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+				t.Errorf("queued task: got %v; want %v", err, context.Canceled)
+			}
+			g.open()
+			waitIdle(t, e)
+		})
+	}
+}

@@ -66,7 +66,11 @@ func TestRetirement(t *testing.T) {
 			eventually(t, "the DoMany to queue", func() bool { return e.Stats().Queued == 6 })
 			cancel()
 			for _, task := range tasks {
-				<-task.Done()
+				// Wait notices the task's ctx at once; Done alone would
+				// close only once the task reached the head (lazily).
+				if _, err := attempt(t, "Wait", func() error { return task.Wait(bg) }); !errors.Is(err, context.Canceled) {
+					t.Errorf("Wait: got %v; want %v", err, context.Canceled)
+				}
 			}
 			<-many
 			g.open()

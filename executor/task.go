@@ -34,6 +34,11 @@ type taskOps struct {
 	result func(t *Task) error
 	// beforeWait checks re-entry and lends the waiter's slot for Wait.
 	beforeWait func(t *Task, ctx context.Context) (after func(), err error)
+	// submitter returns the ctx the task was submitted with, which Wait
+	// watches, and withdraw ends the task with err if it has not started:
+	// nothing else watches a queued task's ctx (see Submit).
+	submitter func(t *Task) context.Context
+	withdraw  func(t *Task, err error)
 }
 
 // outerOf returns the T whose field at offset off is t. Every Task is made
@@ -85,19 +90,28 @@ func (t *Task) Wait(ctx context.Context) error {
 		return err
 	}
 	defer after()
-	done := ctx.Done()
-	if done == nil {
-		<-t.Done() // ctx never ends: a plain receive is cheaper than a select
-		return t.ops.result(t)
+	// The task's own ctx is watched only while someone waits: if it ends
+	// first, the task is withdrawn (a no-op once it has started) and Wait
+	// goes on waiting for its end, which comes at once unless it runs.
+	var own <-chan struct{}
+	sub := t.ops.submitter(t)
+	if sub != nil {
+		own = sub.Done()
 	}
-	select {
-	case <-t.Done():
-		return t.ops.result(t)
-	case <-done:
-		if t.hasEnded() { // both were ready: select picked one at random
+	done := ctx.Done()
+	for {
+		select {
+		case <-t.Done():
 			return t.ops.result(t)
+		case <-own:
+			own = nil
+			t.ops.withdraw(t, sub.Err())
+		case <-done:
+			if t.hasEnded() { // both were ready: select picked one at random
+				return t.ops.result(t)
+			}
+			return ctx.Err()
 		}
-		return ctx.Err()
 	}
 }
 
@@ -170,6 +184,11 @@ func subOps[K comparable]() taskOps {
 		beforeWait: func(t *Task, ctx context.Context) (func(), error) {
 			s := subOf[K](t)
 			return s.e.checkWait(ctx, &s.ctx, waitee[K]{t: &s.turn})
+		},
+		submitter: func(t *Task) context.Context { return subOf[K](t).ctx.caller() },
+		withdraw: func(t *Task, err error) {
+			s := subOf[K](t)
+			s.e.cancel(&s.job, err)
 		},
 	}
 }

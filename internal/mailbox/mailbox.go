@@ -415,6 +415,21 @@ func (m *Mailbox) Each(f func(t *Turn)) {
 	}
 }
 
+// EachWaiting calls f (locked) for every turn of m that has not started:
+// first those a running batch has taken from the queue but not yet started
+// (from the batch's cursor on; f may meet one the loop is starting now, whose
+// Cancel then fails), then the queued ones. A Close that gives up and a
+// sweep of ended contexts must reach both (see PITFALLS: work taken out of
+// the queue is invisible to the queue's owner).
+func (m *Mailbox) EachWaiting(f func(t *Turn)) {
+	if x := m.x.Load(); x != nil {
+		for e := x.cursor.Load(); e != nil; e = e.next {
+			f(e.t)
+		}
+	}
+	m.Each(f)
+}
+
 // EachManyAhead calls f for each multi-key task that holds m or is queued
 // ahead of e, oldest first; ahead of every queued task if e is nil (locked).
 //
@@ -699,21 +714,23 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	x := m.x.Load() // the queue has an entry
 	first := x.queue.head
 	last, n := first, 0
-	var g *Group // the group of the run being taken, if any
-	inRun := 0   // turns taken of that run
+	var g *Group    // the group of the run being taken, if any
+	var start *Turn // the turn that starts that run
+	inRun := 0      // turns taken of that run
 	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
-		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max {
+		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
 			if n == budget {
 				break
 			}
 			n++ // a new unit: a turn, or the first of a group's run
-			g, inRun = eg, 0
+			g, start, inRun = eg, e.t, 0
 		}
 		inRun++
 		e.at = inBatch
 		last = e
 	}
 	x.queue.cut(last)
+	x.cursor.Store(first) // locked: EachWaiting sees the batch from now on
 	m.hold = holdPlain
 	m.home.mu.Unlock()
 	settle(done)
@@ -748,7 +765,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m})
 		case grouped != nil:
 			for _, t := range grouped {
-				m.finishRun(t)
+				if t.state.Load() != Done { // not left out (Turn.Leave)
+					m.finishRun(t)
+				}
 			}
 			n := len(grouped)
 			m.home.r.takeOver(func() {
@@ -759,7 +778,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			}, item{m})
 		}
 	}()
-	track, clock := m.home.r.opt.TrackOldest, m.home.r.opt.Clock
+	clock := m.home.r.opt.Clock
 	x := m.x.Load() // the batch's entries were queued there
 	var buf []*Turn
 	for e != nil {
@@ -768,16 +787,14 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 			// Max entries, go to one Run.
 			buf = buf[:0]
 			f := e
-			for k := 0; f != nil && f.t.group() == g && k < g.Max; k++ {
+			for k := 0; f != nil && f.t.group() == g && k < g.Max && g.joins(e.t, f.t); k++ {
 				if f.t.state.CompareAndSwap(Queued, Running) {
 					buf = append(buf, f.t)
 				}
 				f = f.next
 			}
 			if len(buf) > 0 {
-				if track {
-					x.cursor.Store(f)
-				}
+				x.cursor.Store(f)
 				if clock != nil {
 					x.heldSince.Store(held(clock()))
 				}
@@ -785,7 +802,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 				g.Run(buf)
 				grouped = nil
 				for _, t := range buf {
-					m.finishRun(t)
+					if t.state.Load() != Done { // not left out (Turn.Leave)
+						m.finishRun(t)
+					}
 				}
 				ran += len(buf)
 			}
@@ -795,9 +814,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		next := e.next
 		t := e.t
 		if t.state.CompareAndSwap(Queued, Running) {
-			if track {
-				x.cursor.Store(next)
-			}
+			x.cursor.Store(next) // before it starts: see EachWaiting
 			if clock != nil {
 				x.heldSince.Store(held(clock()))
 			}
@@ -825,8 +842,8 @@ func (m *Mailbox) finishRun(t *Turn) {
 
 // endBatch releases the batch's hold once its tasks have run (locked).
 func (m *Mailbox) endBatch() {
-	if m.home.r.opt.TrackOldest {
-		m.made().cursor.Store(nil)
+	if x := m.x.Load(); x != nil {
+		x.cursor.Store(nil)
 	}
 	m.hold = holdNone
 	m.clearHeld()

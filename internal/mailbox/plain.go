@@ -447,21 +447,39 @@ func (m *Mailbox) Local() *any { return &m.home.local }
 // plain tasks submitted there).
 func (m *Mailbox) Count() *atomic.Uint64 { return &m.home.count }
 
-// TakePlain takes every queued plain task out of m and returns their args
-// in queue order, for its owner to end without running them (locked); a
-// running batch's are left to it. Each was pending: the caller must call
-// DonePlain once per task it ends, unlocked.
+// TakePlain takes out of m every plain task that has not started and
+// returns their args in FIFO order, for its owner to end without running
+// them (locked): first those a running batch has taken from the queue
+// behind the task it runs (it claims them from the loop: see claim), then
+// the queued ones. Each was pending: the caller must call DonePlain once
+// per task it ends, unlocked.
 func (m *Mailbox) TakePlain() []unsafe.Pointer {
 	q := &m.plain
+	var ps []unsafe.Pointer
+	if x := m.x.Load(); x != nil && q.cut > 1 {
+		// The loop claims each slot before it starts it (claim); claiming
+		// the rest of the batch here leaves it none. Its slots stay in the
+		// ring until the loop drops them (endPlain). A batch of one has
+		// nothing behind its slot, and may have run without the extra
+		// (made since, its plainNext not the batch's): it is left alone,
+		// and its task, if it has not started, ends as it starts (Close
+		// has canceled the executor's force by then).
+		i := x.plainNext.Load()
+		for i < int32(q.cut) && !x.plainNext.CompareAndSwap(i, int32(q.cut)) {
+			i = x.plainNext.Load()
+		}
+		for ; i < int32(q.cut); i++ {
+			ps = append(ps, q.arg(q.at(int(i))))
+		}
+	}
 	n := q.queued()
 	if n == 0 {
-		return nil
+		return ps
 	}
-	ps := make([]unsafe.Pointer, n)
 	buf, args := q.buf(), q.argBuf()
-	for i := range ps {
+	for i := range n {
 		k := q.at(int(q.cut) + i)
-		ps[i] = q.arg(k)
+		ps = append(ps, q.arg(k))
 		buf[k] = plainSlot{}
 		if args != nil {
 			args[k] = nil
@@ -524,6 +542,11 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 		stamps = *st
 	}
 	q.cut, q.taken = uint16(n), q.taken+uint32(n)
+	if n > 1 {
+		// The slots behind the first are claimed one by one (see claim):
+		// a Close that gives up while the first runs takes the rest.
+		m.more().plainNext.Store(0)
+	}
 	if m.aux == nil {
 		m.aux = m.home.r.opt.Plain.NewAux(m) // before the batch reads it unlocked
 	}
@@ -560,14 +583,16 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []
 	}()
 	mask := len(buf) - 1
 	track, clock, p := m.home.r.opt.TrackOldest, m.home.r.opt.Clock, m.home.r.opt.Plain
-	x := m.made() // if track or clock
+	x := m.x.Load() // made by runPlain if n > 1, by Init if track or clock
 	for ; ran < n; ran++ {
+		if !claim(x, ran) {
+			break // a giving-up Close took the rest (TakePlain)
+		}
 		k := (first + ran) & mask
 		s := &buf[k]
 		var stamp int64
 		if track {
 			stamp = stamps[k]
-			x.plainNext.Store(int32(ran + 1)) // before it starts: see plainOldest
 		}
 		if clock != nil {
 			x.heldSince.Store(held(clock()))
@@ -617,10 +642,20 @@ func (m *Mailbox) endPlain() {
 	q := &m.plain
 	q.drop(int(q.cut), m.stamps())
 	q.cut = 0
-	if m.home.r.opt.TrackOldest {
-		m.made().plainNext.Store(0)
+	if x := m.x.Load(); x != nil {
+		x.plainNext.Store(0)
 	}
 	m.endBatch()
+}
+
+// claim claims slot i of a running plain batch of n for the loop, before
+// it starts it: the batch's next slot to start (extra.plainNext) moves past
+// it, unless a giving-up Close has claimed the rest first (TakePlain). A
+// mailbox without its extra runs batches of one, which have nothing behind
+// their slot for Close to claim (plainOldest reads plainNext too, where the
+// extra is made at Init).
+func claim(x *extra, i int) bool {
+	return x == nil || x.plainNext.CompareAndSwap(int32(i), int32(i+1))
 }
 
 // plainOldest returns the stamp of the oldest plain task that waits in the

@@ -350,6 +350,21 @@ func (q *readyQueue) pop() (item, bool) {
 }
 
 // fifo is a growable ring of Ts.
+// EachGranted calls f for every granted turn waiting in the ready queue for
+// a slot (a shared task granted with others, or a multi-key task granted
+// its last key), under the runner's lock: a Close that gives up ends them
+// (Cancel wins over their start, and runGranted then skips them).
+func (r *Runner) EachGranted(f func(t *Turn)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	q := &r.ready.others
+	for i := range q.size {
+		if t, ok := q.buf[(q.head+i)&(len(q.buf)-1)].v.(*Turn); ok {
+			f(t)
+		}
+	}
+}
+
 type fifo[T any] struct {
 	buf        []T
 	head, size int

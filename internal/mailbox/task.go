@@ -98,7 +98,15 @@ type Turn struct {
 type Group struct {
 	Max int
 	Run func(ts []*Turn)
+	// Same, if set, reports whether b may join a run that a starts: a run
+	// is one call of Run for turns that go together (a Batcher's, of one
+	// key). A turn taken into a run has started; the turns of a later run
+	// have not, so a Close that gives up still finds them (EachWaiting).
+	Same func(a, b *Turn) bool
 }
+
+// joins reports whether b may join the run that a starts.
+func (g *Group) joins(a, b *Turn) bool { return g.Same == nil || g.Same(a, b) }
 
 // Entry is a task's place in one mailbox.
 type Entry struct {
@@ -260,6 +268,17 @@ func (t *Turn) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 
 // Finish marks a task that ran Done; call after Release, before Settle.
 func (t *Turn) Finish() { t.state.Store(Done) }
+
+// Leave ends a turn of a group run that its Run leaves out (its ctx ended
+// before the run started): its place is freed and it settles now, not once
+// the run's call returns. Called only from inside Group.Run, on the drive
+// loop's goroutine; the loop then skips it.
+func (t *Turn) Leave() {
+	if t.state.CompareAndSwap(Running, Done) {
+		t.one.m.ranBatched()
+		t.work.Settle()
+	}
+}
 
 // release takes e out of its mailbox, whether queued or holding.
 func (e *Entry) release() {
