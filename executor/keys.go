@@ -51,7 +51,7 @@ func (e *Executor[K]) Ages() Ages {
 		if at, ok := m.HeldSince(); ok {
 			held := max(0, time.Duration(now-at))
 			a.OldestHeld = max(a.OldestHeld, held)
-			if e.cfg.slow > 0 && held >= e.cfg.slow {
+			if e.cfg.slow > 0 && held > e.cfg.slow {
 				a.SlowHolds++
 			}
 		}

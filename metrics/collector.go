@@ -193,7 +193,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 // Collect sends the current value of every metric (prometheus.Collector).
 // The gauges are read from the attached executors now: Stats and Settings
 // are cheap; MaxKeyPending visits every live mailbox, as HotKeys(1) does,
-// and so does OldestKeys, which the age gauges come from (see scanAges).
+// and so does Ages, which the age gauges come from.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	c.submitted.Collect(ch)
 	c.completed.Collect(ch)
@@ -226,9 +226,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if set.SlowTask > 0 && (slowLimit == 0 || set.SlowTask < slowLimit) {
 			slowLimit = set.SlowTask
 		}
-		a := scanAges(src, s.ActiveKeys, s.Queued, set.SlowTask)
-		held, wait = max(held, a.held), max(wait, a.wait)
-		slowHolds += a.slowHolds
+		a := readAges(src)
+		held, wait = max(held, a.OldestHeld), max(wait, a.OldestWait)
+		slowHolds += a.SlowHolds
 	}
 	gauge := func(d *prometheus.Desc, v float64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
