@@ -12,11 +12,9 @@ import (
 )
 
 // BenchmarkCollect is one scrape of a Collector whose executor has 10,000
-// live keys: "held" has every key held by a running task (the age gauges
-// settle on the first 64 keys); "queued" has 16 running and the rest
-// queued, each key's task waiting its turn (most keys have a queue, so a
-// scrape reads every key twice: MaxKeyPending and OldestKeys, which then
-// asks for all of them).
+// live keys: "held" has every key held by a running task; "queued" has 16
+// running and the rest queued, each key's task waiting its turn. A scrape
+// visits every key twice: MaxKeyPending and Ages.
 func BenchmarkCollect(b *testing.B) {
 	const keys = 10_000
 	for _, c := range []struct {

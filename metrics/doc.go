@@ -53,9 +53,8 @@
 // examples/metrics/alerts.yml has rules for all of this, tested with
 // promtool.
 //
-// The age gauges come from the executor's OldestKeys at scrape time: most
-// scrapes read its first 64 keys, and one whose 64th key is still older
-// than what it found (or than the threshold) reads every active key.
+// The age gauges come from the executor's Ages at scrape time: one pass
+// over its live mailboxes, as MaxKeyPending makes.
 //
 // Quantiles estimates wait and run percentiles from the two histograms, as
 // histogram_quantile does; it makes a Collector the debugpage.LatencySource
