@@ -2040,6 +2040,9 @@ func (r *fuzzRun) advance(u *fuzzUnit) []*fuzzTask {
 		u.calls = append(u.calls, live[i:j])
 		i = j
 	}
+	if len(u.calls) == 0 {
+		return nil // every message was left out: no call
+	}
 	for _, c := range u.calls[1:] {
 		for _, m := range c {
 			m.claimed = true
