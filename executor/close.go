@@ -103,19 +103,25 @@ func (e *Executor[K]) giveUp() {
 	// readers granted together, a multi-key task granted its last key) are
 	// in no mailbox's queue: the runner's ready queue holds them.
 	e.runner.EachGranted(func(t *mailbox.Turn) { waiting = append(waiting, t) })
-	// Plain tasks taken out end as they would have when their turn came
-	// (RunPlain): their mailbox first, then the drain. Each is ended even
-	// if a callback calls runtime.Goexit while an earlier one ends.
-	forEach(0, len(plain), func(i int) {
-		t := plain[i]
-		forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
+	// Each is ended even if a callback calls runtime.Goexit while an
+	// earlier one ends (forEach): the rest, of both kinds, are ended as the
+	// goroutine exits.
+	forEach(0, 2, func(kind int) {
+		if kind == 0 {
+			// Plain tasks taken out end as they would have when their
+			// turn came (RunPlain): their mailbox first, then the drain.
+			forEach(0, len(plain), func(i int) {
+				t := plain[i]
+				forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
+			})
+			return
+		}
+		// cancel also settles the task, so its Wait returns and the drain
+		// that Close waits for counts it. (A multi-key task queued in
+		// several mailboxes is listed once per mailbox, and one that has
+		// started is left alone: cancel is a no-op for both.)
+		forEach(0, len(waiting), func(i int) { e.cancel(jobOf[K](waiting[i]), ErrClosed) })
 	})
-	// cancel also settles the task, so its Wait returns and the drain that
-	// Close waits for counts it. (A multi-key task queued in several
-	// mailboxes is listed once per mailbox, and one that has started is
-	// left alone: cancel is a no-op for both.) Each is ended even if a
-	// callback calls runtime.Goexit while an earlier one ends (forEach).
-	forEach(0, len(waiting), func(i int) { e.cancel(jobOf[K](waiting[i]), ErrClosed) })
 }
 
 func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }

@@ -692,6 +692,8 @@ func TestGiveUpGoexit(t *testing.T) {
 	}
 	recv(t, "the blocker to start", started)
 	var tasks []*executor.Task
+	cancelable, cancel := context.WithCancel(bg) // never canceled: its tasks are queued as turns
+	defer cancel()
 	for range 4 {
 		task, err := e.Submit(bg, "a", nop) // plain tasks, queued behind the blocker
 		if err != nil {
@@ -701,6 +703,10 @@ func TestGiveUpGoexit(t *testing.T) {
 		if err := e.Go(bg, "a", nop); err != nil {
 			t.Fatal(err)
 		}
+		if task, err = e.Submit(cancelable, "a", nop); err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
 	}
 	obs.on.Store(true)
 	short, cancel := context.WithTimeout(bg, 10*time.Millisecond)
@@ -713,14 +719,14 @@ func TestGiveUpGoexit(t *testing.T) {
 			t.Errorf("task %d: got %v; want ErrClosed", i, err)
 		}
 	}
-	if n := obs.exits.Load(); n != 8 {
-		t.Errorf("TaskCanceled exited %d times; want 8 (once per queued task)", n)
+	if n := obs.exits.Load(); n != 12 {
+		t.Errorf("TaskCanceled exited %d times; want 12 (once per queued task)", n)
 	}
 	obs.on.Store(false)
 	close(release)
 	closeWithin(t, e)
-	if s := e.Stats(); !balanced(s) || s.Canceled != 8 {
-		t.Errorf("Stats after Close: %+v; want them balanced, with 8 canceled", s)
+	if s := e.Stats(); !balanced(s) || s.Canceled != 12 {
+		t.Errorf("Stats after Close: %+v; want them balanced, with 12 canceled", s)
 	}
 }
 
