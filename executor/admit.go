@@ -151,25 +151,13 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		}
 	}
 	lent = outer.lend(e.runner)
-	sw := newSweeper()
-	defer sw.stop()
-wait:
-	for {
-		select {
-		case <-j.done:
-			e.unblock(b)
-			e.observeLent(outer, lent)
-			return lent, nil
-		case <-ctx.Done():
-			break wait
-		case <-e.closing:
-			break wait
-		case <-sw.c():
-			// Room held by queued tasks whose ctx ended since j parked:
-			// dropping them admits the parked, j first (see sweeper).
-			e.sweepParked(j, m, b, outer, lent)
-			sw.next()
-		}
+	select {
+	case <-j.done:
+		e.unblock(b)
+		e.observeLent(outer, lent)
+		return lent, nil
+	case <-ctx.Done():
+	case <-e.closing:
 	}
 	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {
@@ -187,27 +175,6 @@ wait:
 		err = e.reject(ErrClosed)
 	}
 	return false, err
-}
-
-// sweepParked sweeps the key of j, parked in m's waiting room (see park).
-// If a callback of a swept task calls runtime.Goexit, j leaves the room as
-// the goroutine exits, as when its ctx ends: unfiled, never accepted unless
-// it was admitted meanwhile (then it runs as any accepted task), and the
-// lent slot taken back.
-func (e *Executor[K]) sweepParked(j *job[K], m *mailbox.Mailbox, b *blocker[K], outer *taskCtx[K], lent bool) {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		e.unblock(b)
-		if m.Unpark(j.turn.Entry()) {
-			e.unreserve()
-		}
-		outer.unlend(e.runner, lent)
-	}()
-	e.sweepKeys([]K{j.ctx.key})
-	returned = true
 }
 
 // pause sleeps d unless ctx ends or the executor closes first; it reports

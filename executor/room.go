@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // room is the executor's waiting room for executor-wide room (WithMaxPending
@@ -31,50 +30,19 @@ func (r *room) busy() bool { return r.waiting.Load() > 0 }
 // wait waits in line until a unit is handed over (true), or until ctx ends
 // or closing is closed (false). A unit handed over while it was leaving is
 // passed on with giveBack, so none is lost.
-//
-// While it waits it calls sweep now and then (see sweeper): the room it
-// waits for may be held by queued tasks whose ctx has ended since.
-func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bool, giveBack func(), sweep func()) bool {
+func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bool, giveBack func()) bool {
 	w := &roomWaiter{ch: make(chan struct{})}
 	r.mu.Lock()
 	r.waiters = append(r.waiters, w)
 	r.waiting.Add(1)
 	r.mu.Unlock()
 	r.hand(take) // room may have appeared before w was listed
-	sw := newSweeper()
-	defer sw.stop()
-wait:
-	for {
-		select {
-		case <-w.ch:
-			return true
-		case <-ctx.Done():
-			break wait
-		case <-closing:
-			break wait
-		case <-sw.c():
-			// A callback of a swept task may call runtime.Goexit: w then
-			// leaves the line as the goroutine exits, as below.
-			swept := false
-			func() {
-				defer func() {
-					if !swept {
-						r.leave(w, giveBack)
-					}
-				}()
-				sweep()
-				swept = true
-			}()
-			sw.next()
-		}
+	select {
+	case <-w.ch:
+		return true
+	case <-ctx.Done():
+	case <-closing:
 	}
-	r.leave(w, giveBack)
-	return false
-}
-
-// leave takes w out of line; a unit handed over while it was leaving is
-// passed on with giveBack.
-func (r *room) leave(w *roomWaiter, giveBack func()) {
 	r.mu.Lock()
 	select {
 	case <-w.ch: // handed a unit meanwhile
@@ -85,6 +53,7 @@ func (r *room) leave(w *roomWaiter, giveBack func()) {
 		r.waiting.Add(-1)
 		r.mu.Unlock()
 	}
+	return false
 }
 
 // hand gives units to waiters, oldest first, while take finds room.
@@ -108,7 +77,7 @@ func (r *room) hand(take func() bool) {
 // parkGlobal waits in the room for executor-wide room until ctx ends or the
 // executor closes. On success the caller holds a reservation.
 func (e *Executor[K]) parkGlobal(ctx context.Context) error {
-	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve, func() { e.sweepAll() }) {
+	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {
 		if e.closed.Load() {
 			e.unreserve()
 			return e.reject(ErrClosed)
@@ -130,31 +99,3 @@ func (e *Executor[K]) takeRoom() bool {
 	e.pending.Add(1)
 	return true
 }
-
-// sweeper paces the sweeps of a submission waiting for room (under
-// backpressure.Block): nothing watches the ctx of a queued task, so one
-// that ends while others wait for the room it holds is found by the next
-// sweep. The waiter sweeps after 1 ms, then ever less often, up to every
-// 64 ms: a waiter costs one timer, and a task whose ctx ended holds room
-// at most that long. (The sweep when the waiter arrived is reserve's or
-// admit's.)
-type sweeper struct {
-	t *time.Timer
-	d time.Duration
-}
-
-const (
-	firstSweep = time.Millisecond
-	maxSweep   = 64 * time.Millisecond
-)
-
-func newSweeper() *sweeper { return &sweeper{t: time.NewTimer(firstSweep), d: firstSweep} }
-
-func (s *sweeper) c() <-chan time.Time { return s.t.C }
-
-func (s *sweeper) next() {
-	s.d = min(2*s.d, maxSweep)
-	s.t.Reset(s.d)
-}
-
-func (s *sweeper) stop() { s.t.Stop() }
