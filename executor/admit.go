@@ -463,14 +463,19 @@ func (e *Executor[K]) sweepKeys(keys []K) bool {
 	return swept
 }
 
-// ended appends to out the jobs of m (locked) that have not started and
-// whose submitter's ctx has ended.
+// ended appends to out the asynchronous jobs of m (locked) that have not
+// started and whose submitter's ctx has ended. Synchronous ones (Do,
+// DoShared, DoMany, Batcher.Do) are left to their callers, who watch their
+// ctx and withdraw them at once; and a synchronous job may be recycled as
+// soon as its caller has seen it end, so a sweep that lists one under the
+// lock could not cancel it safely once the lock is released. An
+// asynchronous job is never recycled (see job).
 func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	m.EachWaiting(func(t *mailbox.Turn) {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
 			return
 		}
-		if j := jobOf[K](t); j.ctx.caller().Err() != nil {
+		if j := jobOf[K](t); j.async && j.ctx.caller().Err() != nil {
 			out = append(out, j)
 		}
 	})

@@ -95,7 +95,7 @@ const (
 	ranInline
 	// queuedLent: queued after waiting for room, with the calling task's
 	// slot still lent; the caller takes it back (unlend) once it waits for
-	// the job or watches its ctx.
+	// the job (Do), or once it is queued (Go, Submit).
 	queuedLent
 )
 
@@ -324,8 +324,6 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 	c.setCaller(ctx, home)
 	e.bind(j, fn, c)
 	j.async = true
-	watched := ctx.Done() != nil
-	j.watched = watched
 	j.turn.Init(w, false)
 	if grouped {
 		j.turn.SetGrouped()
@@ -335,7 +333,7 @@ func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.C
 		return err
 	}
 	if p == queuedLent {
-		e.innermost(ctx).unlend(e.runner, true) // its ctx is watched: the task may go on
+		e.innermost(ctx).unlend(e.runner, true) // queued: the task may go on
 	}
 	return nil
 }
@@ -399,13 +397,4 @@ func (e *Executor[K]) withdraw(j *job[K], err error, b *blocker[K], outer *taskC
 	ok := e.cancel(j, err)
 	returned = true
 	return ok
-}
-
-// watch gives an asynchronous task's place back as soon as its ctx ends.
-// If the task settled first, its watch is stopped at once.
-func (e *Executor[K]) watch(ctx context.Context, j *job[K]) {
-	j.stop = context.AfterFunc(ctx, func() { e.cancel(j, ctx.Err()) })
-	if j.bits.Or(watchBit)&settledBit != 0 {
-		j.stop() // the task already ended
-	}
 }

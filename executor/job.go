@@ -45,10 +45,6 @@ type job[K comparable] struct {
 	// and every value is received before the next is sent, so a pooled
 	// job keeps its channel.
 	done chan struct{}
-
-	// stop ends the watch of an asynchronous job's ctx (watched, see
-	// watch).
-	stop func() bool
 }
 
 // core is what a running task's context reads of its task (taskCtx.st):
@@ -59,24 +55,17 @@ type core[K comparable] struct {
 	multi *[]K         // a multi-key task's keys, deduplicated
 
 	// bits: lentBit while a nested call borrows this running task's
-	// execution slot (only the call that sets it owns the slot);
-	// watchBit once the watch is registered and stop is set; settledBit
-	// once an asynchronous job has settled. One word keeps the job small.
+	// execution slot (only the call that sets it owns the slot).
 	bits atomic.Uint32
 
 	// Facts about a job's call, set before it is queued (a plain core's
 	// are all false). They sit here, in what would be padding.
-	async   bool // Submit or Go: Settle ends the task, nobody waits on done
-	unread  bool // no caller reads the result (Go): a failure goes to the error handler
-	own     bool // part of a larger object (a Batcher's message): never pooled
-	watched bool // an asynchronous job whose ctx can end (see watch)
+	async  bool // Submit or Go: Settle ends the task, nobody waits on done
+	unread bool // no caller reads the result (Go): a failure goes to the error handler
+	own    bool // part of a larger object (a Batcher's message): never pooled
 }
 
-const (
-	lentBit uint32 = 1 << iota
-	watchBit
-	settledBit
-)
+const lentBit uint32 = 1
 
 // jobWithCtx is what Go allocates: the job and fn's context, one object.
 type jobWithCtx[K comparable] struct {
@@ -258,18 +247,14 @@ func keyField[K comparable](c *taskCtx[K], multi *[]K) zap.Field {
 }
 
 // Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
-// back the reservation and wakes the caller (Do), or stops watching the
-// submitter's ctx and ends the Task (Go, Submit). A synchronous job is not
-// touched after that, since its woken caller recycles it at once. (A
-// submission's Settle then ends its Task.)
+// back the reservation and wakes the caller (Do); for a Go or a Submit
+// there is nothing more (a submission's Settle then ends its Task). A
+// synchronous job is not
+// touched after that, since its woken caller recycles it at once.
 func (j *job[K]) Settle() {
 	j.release()
 	if !j.async {
 		j.done <- struct{}{}
-		return
-	}
-	if j.watched && j.bits.Or(settledBit)&watchBit != 0 {
-		j.stop()
 	}
 }
 
