@@ -11,7 +11,7 @@ import (
 
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
-	"github.com/perkey/perkey/internal/soak"
+	"github.com/perkey/perkey/cmd/perkey-soak/internal/soak"
 )
 
 // TestSoak runs a short soak, small enough for go test -race on two cores,
