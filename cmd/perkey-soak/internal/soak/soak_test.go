@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/perkey/perkey/backpressure"
-	"github.com/perkey/perkey/executor"
 	"github.com/perkey/perkey/cmd/perkey-soak/internal/soak"
+	"github.com/perkey/perkey/executor"
 )
 
 // TestSoak runs a short soak, small enough for go test -race on two cores,
