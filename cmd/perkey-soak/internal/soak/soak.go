@@ -123,11 +123,11 @@ type harness struct {
 	plantKey int         // plant's key: no other task uses it
 	giveUps  giveUpStats
 
-	rings     ringPool
-	ringStat  ringStats
-	ringLimit time.Duration // 0: ringLimit (tests shorten it)
+	rings       ringPool
+	ringStat    ringStats
+	ringLimit   time.Duration // 0: ringLimit (tests shorten it)
 	giveUpWatch time.Duration // 0: giveUpWatch (tests shorten it)
-	batchSt   batchStats
+	batchSt     batchStats
 
 	genMu sync.Mutex       // guards gens
 	gens  []executor.Stats // each closed generation's final Stats, for the report
