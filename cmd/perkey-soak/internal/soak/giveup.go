@@ -258,8 +258,8 @@ func (h *harness) checkGaveUp(g *generation) {
 		if l.ended != 0 {
 			took = fmt.Sprintf("ended %v after", l.ended.Round(time.Microsecond))
 		}
-		h.v.add(GiveUpLeft, 1, "gen %d (%s): %s: not ended %v after Close gave up (%s it returned; Close took %v)",
-			g.n, g.spec, l.what, giveUpLimit, took, g.closeDur.Round(time.Microsecond))
+		h.v.add(GiveUpLeft, 1, "%s: not ended %v after Close gave up (%s it returned; Close took %v)",
+			l.what, giveUpLimit, took, g.closeDur.Round(time.Microsecond))
 	}
 }
 
@@ -296,12 +296,12 @@ func (h *harness) unended(g *generation) map[string]*leftover {
 	for k, n := range unstarted {
 		if heard := g.notRun[k]; heard < n {
 			left[fmt.Sprint("Go on key ", k)] = &leftover{what: fmt.Sprintf(
-				"key %d: %d Go tasks never started and the error handler has heard of %d", k, n, heard)}
+				"gen %d (%s): key %d: %d Go tasks never started and the error handler has heard of %d", g.n, g.spec, k, n, heard)}
 		}
 	}
 	g.goMu.Unlock()
 	if q := g.e.Stats().Queued; q != 0 {
-		left["queued"] = &leftover{what: fmt.Sprintf("Stats.Queued = %d; want 0", q)}
+		left["queued"] = &leftover{what: fmt.Sprintf("gen %d (%s): Stats.Queued = %d; want 0", g.n, g.spec, q)}
 	}
 	return left
 }
