@@ -385,6 +385,7 @@ func TestCheckGaveUp(t *testing.T) {
 	g.notRun[5], g.notRun[6] = 1, 1
 	// open is still running, so not queued: Stats.Queued is 0.
 	h.checkGaveUp(g)
+	h.watchGaveUp(g)
 	wantViolations(t, h, GiveUpLeft, 3)
 	for _, want := range []string{"its call has not returned", "its Task's Done not closed", "key 5: 2 Go tasks never started"} {
 		if !strings.Contains(strings.Join(h.v.details, "; "), want) {

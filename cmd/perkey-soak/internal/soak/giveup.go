@@ -205,36 +205,42 @@ type leftover struct {
 	ended time.Duration // after Close returned; 0 while it has not
 }
 
-// checkGaveUp checks, after g's Close gave up, that every task of g that
-// had not started has ended within giveUpLimit of Close's return, even
-// while plant's stubborn task still runs. A task that started in the
-// meantime is no concern of it (fn's start and the give-up may race).
-// Violations are watched up to giveUpWatch more, to say when they ended.
+// checkGaveUp checks, right after g's Close gave up, on the goroutine
+// that called it (so that its first look comes at once), that every task
+// of g that had not started has ended within giveUpLimit of Close's
+// return, even while plant's stubborn task still runs. A task that started
+// in the meantime is no concern of it (fn's start and the give-up may
+// race). What is left at giveUpLimit stays in g.left for watchGaveUp.
 func (h *harness) checkGaveUp(g *generation) {
 	gs := &h.giveUps
 	gs.checked.Add(1)
 	deadline := g.closedAt.Add(giveUpLimit)
-	var left map[string]*leftover
 	for {
-		left = h.unended(g)
+		left := h.unended(g)
 		if len(left) == 0 {
 			gs.settled.record(time.Since(g.closedAt))
 			break
 		}
 		if time.Now().After(deadline) {
+			g.left = left
 			break
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(100 * time.Microsecond)
 	}
 	if st := g.stuck; st != nil && st.s != nil {
 		if s := st.s.state.Load(); s&started != 0 && s&finished == 0 {
 			gs.stubborn.Add(1)
 		}
 	}
+}
+
+// watchGaveUp reports what checkGaveUp found left, after watching it up
+// to giveUpWatch more to say when it ended (or that it hangs).
+func (h *harness) watchGaveUp(g *generation) {
+	left := g.left
 	if len(left) == 0 {
 		return
 	}
-	// Watch them further, to say how long they took (or that they hang).
 	watch := cmp.Or(h.giveUpWatch, giveUpWatch)
 	giveUp := g.closedAt.Add(watch)
 	for open := len(left); open > 0 && time.Now().Before(giveUp); {
@@ -252,7 +258,7 @@ func (h *harness) checkGaveUp(g *generation) {
 			l.ended = time.Since(g.closedAt)
 		}
 	}
-	gs.settled.record(time.Since(g.closedAt))
+	h.giveUps.settled.record(time.Since(g.closedAt))
 	for _, l := range left {
 		took := fmt.Sprintf("still not ended %v after", watch)
 		if l.ended != 0 {

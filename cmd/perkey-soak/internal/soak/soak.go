@@ -168,8 +168,9 @@ type generation struct {
 	closing  atomic.Bool // a Close of g has begun: calls made since are not tracked (see track)
 	stuck    *stuck      // what plant left before a forced Close, if anything
 	closeErr error
-	gaveUp   bool      // a Close of g returned its ctx's error
-	closedAt time.Time // when the first Close returned
+	gaveUp   bool                 // a Close of g returned its ctx's error
+	closedAt time.Time            // when the first Close returned
+	left     map[string]*leftover // what checkGaveUp found not ended giveUpLimit after a Close that gave up
 	closeDur time.Duration
 }
 
@@ -416,7 +417,10 @@ func (h *harness) close(g *generation, forced bool) {
 	}
 	if !g.gaveUp {
 		h.checkStopped(g, "right after Close")
-	} else if g.live.Load() > 0 || g.e.Stats().Running > 0 {
+		return
+	}
+	h.checkGaveUp(g)
+	if g.live.Load() > 0 || g.e.Stats().Running > 0 {
 		h.closedEarly.Add(1)
 	}
 }
@@ -437,9 +441,7 @@ func (h *harness) checkStopped(g *generation, when string) {
 // check waits for everything submitted to g to come back and compares the
 // harness's counts with g's Stats.
 func (h *harness) check(g *generation) {
-	if g.gaveUp {
-		h.checkGaveUp(g)
-	}
+	h.watchGaveUp(g)
 	h.unplant(g)
 	if g.gaveUp {
 		// A Close that gave up returned at once; another returns nil once
