@@ -142,7 +142,8 @@
 //     failures the handler was handed for them (a ctx error, or ErrClosed,
 //     which only a Close that gave up may cause); or the handler was handed
 //     anything else.
-//   - counters: right after a Close returns nil (for a Close that gave up,
+//   - counters: a Close meant to drain (a 30 s deadline) that gave up;
+//     right after a Close returns nil (for a Close that gave up,
 //     right after the later Close, which must return nil), Submitted ==
 //     Completed + Canceled, Queued == Running == 0 and no fn of the
 //     generation runs; then ActiveKeys reaches 0 within 2 s; once the
