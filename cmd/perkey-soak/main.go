@@ -5,8 +5,8 @@
 // within WithMaxBatch and hand each message its own outcome. It prints a
 // table of the load held, the faults survived, every invariant's violation
 // count and the heap, and exits with status 1 if any invariant broke or the
-// heap grew by more than 16 MiB. See internal/soak for what each invariant
-// means.
+// heap grew by more than 16 MiB. The package doc of its internal/soak says
+// what each invariant means.
 //
 //	go run ./cmd/perkey-soak -duration 60s
 package main
@@ -19,7 +19,7 @@ import (
 	"os/signal"
 	"strings"
 
-	"github.com/perkey/perkey/internal/soak"
+	"github.com/perkey/perkey/cmd/perkey-soak/internal/soak"
 )
 
 func main() {

@@ -44,6 +44,9 @@ type Report struct {
 	Handled     [numHandled]int64
 	ObsPanics   int64 // observer panics the executor recovered
 	ClosedEarly int64 // giving-up Closes that returned while fns of theirs still ran
+	Stubborn    int64 // fns that ignored their ctx
+
+	GiveUps GiveUpCounts
 
 	Rings   RingCounts
 	Batches BatchCounts
@@ -69,6 +72,15 @@ type RingCounts struct {
 	Multi              int64         // rings on the load's keys with more than one ErrDeadlock
 	Leftovers, LeftRan int64         // Tasks of nested Submits whose Wait was refused, awaited by the producer; of those, that ran
 	TimeP50, TimeMax   time.Duration // from the barrier to the members' end
+}
+
+// GiveUpCounts is what the checks after giving-up Closes saw (see giveup.go).
+type GiveUpCounts struct {
+	Checked        int64         // giving-up Closes checked
+	Stubborn       int64         // of those, with plant's task, which ignores its ctx, still running at the check's end
+	Planted        int64         // tasks plant queued behind its stubborn task (accepted)
+	PlantFailed    int64         // forced Closes plant could not prepare
+	EndP50, EndMax time.Duration // from Close's return until no unstarted task was left
 }
 
 // BatchCounts is what the Batcher's BatchFunc was handed and did.
@@ -136,7 +148,10 @@ func (h *harness) fill(r *Report, prods []*producer) {
 	for i := range r.Handled {
 		r.Handled[i] = h.handled[i].Load()
 	}
-	r.ObsPanics, r.ClosedEarly = h.obsPanics.Load(), h.closedEarly.Load()
+	r.ObsPanics, r.ClosedEarly, r.Stubborn = h.obsPanics.Load(), h.closedEarly.Load(), h.stubborn.Load()
+	gs := &h.giveUps
+	r.GiveUps = GiveUpCounts{Checked: gs.checked.Load(), Stubborn: gs.stubborn.Load(), Planted: gs.planted.Load(),
+		PlantFailed: gs.plantFailed.Load(), EndP50: gs.settled.quantile(0.50), EndMax: time.Duration(gs.settled.max.Load())}
 	rs := &h.ringStat
 	r.Rings = RingCounts{
 		Formed: rs.formed.Load(), Isolated: rs.isolated.Load(), Aborted: rs.aborted.Load(), Skipped: rs.skipped.Load(),
@@ -233,6 +248,11 @@ func (r *Report) Print(w io.Writer) {
 	row("  Closes from two goroutines", count(r.ConcurrentCloses), "")
 	row("  Close time p50 / max", dur(r.CloseP50)+" / "+dur(r.CloseMax), "")
 	row("  forced Closes back before their fns", count(r.ClosedEarly), "")
+	gu := r.GiveUps
+	row("  giving-up Closes checked", count(gu.Checked), fmt.Sprintf("%s with a task that ignores its ctx still running %v after; %s tasks planted behind it (%s plants failed)",
+		count(gu.Stubborn), giveUpLimit, count(gu.Planted), count(gu.PlantFailed)))
+	row("  unstarted tasks all ended p50 / max", dur(gu.EndP50)+" / "+dur(gu.EndMax), fmt.Sprintf("after a giving-up Close returned (limit %v)", giveUpLimit))
+	row("  tasks that ignored their ctx", count(r.Stubborn), "")
 	row("  panics recovered", count(r.Panics), "")
 	row("  Goexits (fn called runtime.Goexit)", count(r.Goexits), fmt.Sprintf("%s results ErrGoexit, %s callers' goroutines ended (%s calls made aside)",
 		count(r.GoexitRes), count(r.CallersGone), count(r.Aside)))

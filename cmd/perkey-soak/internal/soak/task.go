@@ -22,6 +22,7 @@ const (
 	panicky                    // panic with a panicValue
 	goexit                     // call runtime.Goexit
 	failBatch                  // a Batcher message that fails its whole batch (see batch.go)
+	stubborn                   // sleep for nap whatever its ctx does, then return nil
 )
 
 // Bits of task.state.
@@ -62,6 +63,8 @@ type task struct {
 	// handed this task's failure.
 	cancel  context.CancelFunc
 	handled atomic.Int32
+
+	tk atomic.Pointer[executor.Task] // an accepted Submit's Task
 
 	state      atomic.Uint32
 	mustNotRun atomic.Bool // its ctx provably ended while it was queued
@@ -220,6 +223,10 @@ func (h *harness) act(ctx context.Context, t *task) error {
 	case goexit:
 		h.goexits.Add(1)
 		runtime.Goexit()
+	case stubborn:
+		h.stubborn.Add(1)
+		timer := time.NewTimer(t.nap) // ctx is ignored: a Close that gives up must not wait for it
+		<-timer.C
 	}
 	return t.result
 }
@@ -242,10 +249,12 @@ func (h *harness) nest(ctx context.Context, t *task) {
 	t.g.calls.Add(1)
 	t.g.running.Add(-1)
 	in.submitted = time.Now()
+	h.track(in)
 	fn := func(ctx context.Context) error { return h.run(ctx, in) }
 	returned := false
 	var err error
 	defer func() {
+		h.untrack(in)
 		t.g.running.Add(1)
 		if returned {
 			h.settle(in, err, 0, false)
@@ -273,15 +282,20 @@ func (h *harness) nest(ctx context.Context, t *task) {
 // submitWait is a nested Submit followed by a Wait with the same ctx. It
 // returns the task's own result: if the Wait ends first (ctx ended, or
 // ErrReentrant or ErrDeadlock, counted as a refusal: the task stays
-// queued), it waits for the task to end. That is bounded: a task that
-// started finishes, and one still queued is withdrawn when ctx ends,
-// nestPatience at most from now.
+// queued), it waits for the task to end with a Wait whose ctx carries no
+// task (so it is neither refused nor lends a slot) and watches the
+// task's ctx: nothing else notices that ctx's end while the task is
+// queued, here behind a DoMany that waits for this fn's key. ctx ends
+// nestPatience at most from now, so that Wait returns soon after; it is
+// bounded by waitWatchdog all the same, and a Wait that outlives it is a
+// lost task.
 func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in *task,
 	fn func(context.Context) error) error {
 	tk, err := e.Submit(ctx, in.keys[0], fn)
 	if err != nil {
 		return err
 	}
+	in.tk.Store(tk)
 	switch err = tk.Wait(ctx); {
 	case errors.Is(err, executor.ErrReentrant):
 		h.nestRefused.Add(1) // the task stays queued behind a DoMany
@@ -290,7 +304,12 @@ func (h *harness) submitWait(ctx context.Context, e *executor.Executor[int], in 
 	case ctx.Err() == nil || !errors.Is(err, ctx.Err()):
 		return err // the task ended: this is its result
 	}
-	<-tk.Done()
+	wctx, cancel := context.WithTimeout(context.Background(), waitWatchdog)
+	defer cancel()
+	if err = tk.Wait(wctx); !isDone(tk) {
+		h.v.add(Lost, 1, "%s: its Task not ended %v after its Wait ended with ctx (%v): nothing withdrew it", in, waitWatchdog, err)
+		return ctx.Err()
+	}
 	return tk.Wait(context.Background()) // ended: its result at once
 }
 
@@ -355,7 +374,7 @@ func (h *harness) settle(t *task, err error, value uint64, checkValue bool) {
 	case errors.Is(err, backpressure.ErrBusy):
 		t.g.busy.Add(1)
 		if !t.nested {
-			t.p.refused = true // the producer's own call: it backs off
+			t.p.refused.Store(true) // the producer's own call: it backs off
 		}
 		var be *backpressure.BusyError
 		if errors.As(err, &be) {

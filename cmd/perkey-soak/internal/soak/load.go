@@ -5,6 +5,8 @@ import (
 	"errors"
 	"math/rand/v2"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/perkey/perkey/executor"
@@ -67,7 +69,35 @@ type producer struct {
 	r       *rand.Rand
 	zipf    *rand.Zipf
 	wait    histogram
-	refused bool // the current step met ErrBusy; only the producer's goroutine uses it
+	refused atomic.Bool // the current step met ErrBusy
+
+	inflightMu sync.Mutex         // guards inflight
+	inflight   map[*task]struct{} // its calls in flight and accepted Submits not yet awaited (see track)
+}
+
+// track records t, whose call is about to be made, as in flight until
+// untrack: checkGaveUp looks there for the tasks a giving-up Close must
+// end. A call made once its generation's Close has begun is refused at
+// once and is not tracked.
+func (h *harness) track(t *task) {
+	if t.g.closing.Load() {
+		return
+	}
+	p := t.p
+	p.inflightMu.Lock()
+	defer p.inflightMu.Unlock()
+	if p.inflight == nil {
+		p.inflight = map[*task]struct{}{}
+	}
+	p.inflight[t] = struct{}{}
+}
+
+// untrack records that t's submitter has heard of its end (or refusal).
+func (h *harness) untrack(t *task) {
+	p := t.p
+	p.inflightMu.Lock()
+	defer p.inflightMu.Unlock()
+	delete(p.inflight, t)
 }
 
 func newProducer(h *harness, id int) *producer {
@@ -85,8 +115,7 @@ func (p *producer) loop() {
 			return
 		}
 		closed := p.step(g)
-		if p.refused {
-			p.refused = false
+		if p.refused.Swap(false) {
 			time.Sleep(time.Duration(p.r.Int64N(int64(backoffMax))))
 		}
 		if closed {
@@ -183,7 +212,9 @@ func (p *producer) newTask(g *generation, o op, keys []int, ctx context.Context)
 		return t
 	}
 	switch x := p.r.IntN(100); {
+	case x < 77:
 	case x < 78:
+		t.do, t.nap = stubborn, time.Duration(p.r.Int64N(int64(2*time.Millisecond)))
 	case x < 88:
 		t.do, t.nap = slow, time.Duration(p.r.Int64N(int64(2*time.Millisecond)))
 	case x < 94:
@@ -271,9 +302,11 @@ func (p *producer) invoke(g *generation, t *task, keys []int) (closed bool) {
 			p.h.gone(t)
 			g.returns.Add(1)
 		}
+		p.h.untrack(t)
 	}()
 	g.calls.Add(1)
 	t.submitted = time.Now()
+	p.h.track(t)
 	var err error
 	var v uint64
 	switch t.kind {
@@ -317,7 +350,9 @@ func (p *producer) goBatch(g *generation) (closed bool) {
 		t.submitted = time.Now()
 		g.calls.Add(1)
 		p.h.goCalls.Add(1)
+		p.h.track(t)
 		err := g.e.Go(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
+		p.h.untrack(t) // accepted, it is one of g.goTasks (see checkGaveUp)
 		if err != nil {
 			p.h.settle(t, err, 0, false)
 			g.returns.Add(1)
@@ -394,6 +429,7 @@ func (p *producer) submitMany(g *generation, o op, maxKeys, maxN int) *submissio
 		t.streams, t.seq = s.streams[i:i+1], s.seq
 		t.submitted = time.Now()
 		g.calls.Add(1)
+		p.h.track(t)
 		var tk *executor.Task
 		var err error
 		if o == opBatchSubmit {
@@ -402,12 +438,14 @@ func (p *producer) submitMany(g *generation, o op, maxKeys, maxN int) *submissio
 			tk, err = g.e.Submit(ctx, keys[i], func(ctx context.Context) error { return p.h.run(ctx, t) })
 		}
 		if err != nil {
+			p.h.untrack(t)
 			p.h.settle(t, err, 0, false)
 			g.returns.Add(1)
 			cancel()
 			s.closed = s.closed || errors.Is(err, executor.ErrClosed)
 			continue
 		}
+		t.tk.Store(tk)
 		g.accepted.Add(1)
 		g.returns.Add(1)
 		if p.r.IntN(20) == 0 {
@@ -454,6 +492,7 @@ func isDone(tk *executor.Task) bool {
 // outlives waitWatchdog gives up without counting the task as ended: the
 // generation check then counts it lost.
 func (p *producer) await(g *generation, t *task, tk *executor.Task) {
+	defer p.h.untrack(t)
 	if p.r.IntN(10) == 0 {
 		ctx, cancel := context.WithCancel(context.Background())
 		stop := time.AfterFunc(time.Duration(p.r.Int64N(int64(500*time.Microsecond))), cancel)
@@ -492,12 +531,15 @@ func (p *producer) gate(g *generation) (closed bool) {
 	gateTask.do, gateTask.gate, gateTask.streams, gateTask.seq = quick, gt, []*stream{s}, 1
 	gateTask.submitted = time.Now()
 	g.calls.Add(1)
+	p.h.track(gateTask)
 	tkG, err := g.e.Submit(context.Background(), key, func(ctx context.Context) error { return p.h.run(ctx, gateTask) })
 	if err != nil {
+		p.h.untrack(gateTask)
 		p.h.settle(gateTask, err, 0, false)
 		g.returns.Add(1)
 		return errors.Is(err, executor.ErrClosed)
 	}
+	gateTask.tk.Store(tkG)
 	g.accepted.Add(1)
 	g.returns.Add(1)
 
@@ -513,14 +555,17 @@ func (p *producer) gate(g *generation) (closed bool) {
 	victim.streams, victim.seq = []*stream{s}, 2
 	victim.submitted = time.Now()
 	g.calls.Add(1)
+	p.h.track(victim)
 	tkV, err := g.e.Submit(ctx, key, func(ctx context.Context) error { return p.h.run(ctx, victim) })
 	if err != nil {
+		p.h.untrack(victim)
 		p.h.settle(victim, err, 0, false)
 		g.returns.Add(1)
 		close(gt.release)
 		p.await(g, gateTask, tkG)
 		return errors.Is(err, executor.ErrClosed)
 	}
+	victim.tk.Store(tkV)
 	g.accepted.Add(1)
 	g.returns.Add(1)
 
@@ -548,6 +593,7 @@ func (p *producer) gate(g *generation) (closed bool) {
 		err = tkV.Wait(wctx)
 		wcancel()
 		if isDone(tkV) {
+			p.h.untrack(victim)
 			p.h.settle(victim, err, 0, false)
 			g.ended.Add(1)
 			victimDone = true

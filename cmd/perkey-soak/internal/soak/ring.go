@@ -251,8 +251,10 @@ func (p *producer) ring(g *generation) (closed bool) {
 		m.inner = in
 		m.submitted = time.Now()
 		g.calls.Add(1)
+		h.track(m)
 		tk, err := g.e.Submit(rescue, k, func(ctx context.Context) error { return h.run(ctx, m) })
 		if err != nil {
+			h.untrack(m)
 			h.settle(m, err, 0, false)
 			g.returns.Add(1)
 			if r.abort() {
@@ -261,6 +263,7 @@ func (p *producer) ring(g *generation) (closed bool) {
 			closed = errors.Is(err, executor.ErrClosed)
 			break
 		}
+		m.tk.Store(tk)
 		g.accepted.Add(1)
 		g.returns.Add(1)
 		members, tks = append(members, m), append(tks, tk)
@@ -331,6 +334,7 @@ func (h *harness) ringMember(ctx context.Context, t *task) {
 	g.calls.Add(1)
 	g.running.Add(-1)
 	in.submitted = time.Now()
+	h.track(in) // until its call returns, or, for a Task left behind, the producer's await
 	fn := func(ctx context.Context) error { return h.run(ctx, in) }
 	var err error
 	var left *executor.Task // a nested Submit's Task, still to be awaited
@@ -344,6 +348,7 @@ func (h *harness) ringMember(ctx context.Context, t *task) {
 		if tk, err = e.Submit(ctx, in.keys[0], fn); err != nil {
 			break
 		}
+		in.tk.Store(tk)
 		err = tk.Wait(ctx)
 		switch {
 		case errors.Is(err, executor.ErrDeadlock), errors.Is(err, executor.ErrReentrant), !isDone(tk):
@@ -374,6 +379,7 @@ func (h *harness) ringMember(ctx context.Context, t *task) {
 	}
 	r.mu.Unlock()
 	if left == nil {
+		h.untrack(in)
 		h.settle(in, err, 0, false)
 	}
 	g.returns.Add(1)

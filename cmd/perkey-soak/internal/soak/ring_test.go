@@ -170,7 +170,7 @@ func TestRingHang(t *testing.T) {
 }
 
 // TestRings runs rings of every size and kind on a real executor with no
-// other load: every ring forms and ends with exactly one ErrDeadlock (in
+// other load: every ring that forms ends with exactly one ErrDeadlock (in
 // striped mode, where keys may share a stripe, only none hangs and none
 // ends unbroken), and the generation's checks pass.
 func TestRings(t *testing.T) {
@@ -199,9 +199,14 @@ func TestRings(t *testing.T) {
 				}
 				return
 			}
-			if rs.formed.Load() != int64(rounds) || rs.deadlocks.Load() != int64(rounds) || rs.excused.Load() != 0 {
-				t.Errorf("formed %d, ErrDeadlock %d, broken otherwise %d; want %d, %d, 0",
-					rs.formed.Load(), rs.deadlocks.Load(), rs.excused.Load(), rounds, rounds)
+			// A ring forms if its members meet within ringPatience, which
+			// a busy machine can miss; one that did not form made no nested
+			// call. Every ring that formed must end with one ErrDeadlock.
+			formed := rs.formed.Load()
+			if formed+rs.aborted.Load() != int64(rounds) || formed < int64(rounds)/2 ||
+				rs.deadlocks.Load() != formed || rs.excused.Load() != 0 {
+				t.Errorf("formed %d, not formed %d, ErrDeadlock %d, broken otherwise %d; want %d rings, most formed, one ErrDeadlock each, 0",
+					formed, rs.aborted.Load(), rs.deadlocks.Load(), rs.excused.Load(), rounds)
 			}
 			for _, o := range []op{opDo, opSubmit, opDoShared, opDoMany} {
 				if o == opDoMany && spec.policy == "Block" {

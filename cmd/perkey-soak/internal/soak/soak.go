@@ -107,6 +107,7 @@ type harness struct {
 	nested, nestRefused           atomic.Int64 // nested calls made from fns, and refused with ErrReentrant
 	nestDeadlock                  atomic.Int64 // nested calls (or their Waits) refused with ErrDeadlock
 	goexits, goexitRes            atomic.Int64 // fns that called runtime.Goexit; results that were ErrGoexit
+	stubborn                      atomic.Int64 // fns that ignored their ctx (stubborn)
 	callersGone, aside            atomic.Int64 // calls that never returned (their goroutine exited); calls made from a goroutine of their own
 	goCalls                       atomic.Int64 // Go calls, and of those:
 	goAccepted                    atomic.Int64 // accepted
@@ -117,10 +118,16 @@ type harness struct {
 	generations                   atomic.Int64
 	closeTime                     histogram
 
-	rings     ringPool
-	ringStat  ringStats
-	ringLimit time.Duration // 0: ringLimit (tests shorten it)
-	batchSt   batchStats
+	prods    []*producer // the load's producers, then planter
+	planter  *producer   // submits plant's tasks; it runs no loop
+	plantKey int         // plant's key: no other task uses it
+	giveUps  giveUpStats
+
+	rings       ringPool
+	ringStat    ringStats
+	ringLimit   time.Duration // 0: ringLimit (tests shorten it)
+	giveUpWatch time.Duration // 0: giveUpWatch (tests shorten it)
+	batchSt     batchStats
 
 	genMu sync.Mutex       // guards gens
 	gens  []executor.Stats // each closed generation's final Stats, for the report
@@ -158,8 +165,12 @@ type generation struct {
 	notRun   map[int]int // key -> failures of Go tasks that never ran (ctx error, ErrClosed)
 	closedGo int         // of those, ErrClosed
 
+	closing  atomic.Bool // a Close of g has begun: calls made since are not tracked (see track)
+	stuck    *stuck      // what plant left before a forced Close, if anything
 	closeErr error
-	gaveUp   bool // a Close of g returned its ctx's error
+	gaveUp   bool                 // a Close of g returned its ctx's error
+	closedAt time.Time            // when the first Close returned
+	left     map[string]*leftover // what checkGaveUp found not ended giveUpLimit after a Close that gave up
 	closeDur time.Duration
 }
 
@@ -250,7 +261,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		over:    make(chan struct{}),
 	}
 	h.rings.init(cfg.Workers)
-	h.keySpace = cfg.Keys + h.rings.keys()
+	h.plantKey = cfg.Keys + h.rings.keys()
+	h.keySpace = h.plantKey + 1
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x50a4))
 	g, err := h.newGeneration(0, rng)
 	if err != nil {
@@ -261,6 +273,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range prods {
 		prods[i] = newProducer(h, i)
 	}
+	h.planter = newProducer(h, cfg.Producers)
+	h.prods = append(slices.Clone(prods), h.planter)
 	rep := &Report{Config: cfg, Goroutines: [2]int{baseGoroutines, 0}}
 	rep.Heap[0] = heapInUse()
 	begin := time.Now()
@@ -320,7 +334,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rep.Goroutines[1] = h.settleGoroutines(baseGoroutines, rep.Stuck)
 	rep.Heap[2] = heapInUse()
 	rep.Elapsed = elapsed
-	h.fill(rep, prods)
+	h.fill(rep, h.prods)
 	return rep, nil
 }
 
@@ -367,8 +381,12 @@ func (h *harness) close(g *generation, forced bool) {
 	if forced {
 		deadline = g.spec.closeAfter
 	}
+	if forced {
+		g.stuck = h.plant(g)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
+	g.closing.Store(true)
 	start := time.Now()
 	var other error
 	if g.spec.twoClosers {
@@ -383,12 +401,15 @@ func (h *harness) close(g *generation, forced bool) {
 	} else {
 		g.closeErr = g.e.Close(ctx)
 	}
-	g.closeDur = time.Since(start)
+	g.closedAt = time.Now()
+	g.closeDur = g.closedAt.Sub(start)
 	h.closeTime.record(g.closeDur)
 	g.gaveUp = g.closeErr != nil || other != nil
 	switch {
 	case g.closeErr == nil:
 		h.drained.Add(1)
+	case errors.Is(g.closeErr, context.DeadlineExceeded) && !forced:
+		h.v.add(Counters, 1, "gen %d (%s): a Close meant to drain gave up after %v", g.n, g.spec, deadline)
 	case errors.Is(g.closeErr, context.DeadlineExceeded):
 		h.forced.Add(1)
 	default:
@@ -396,7 +417,10 @@ func (h *harness) close(g *generation, forced bool) {
 	}
 	if !g.gaveUp {
 		h.checkStopped(g, "right after Close")
-	} else if g.live.Load() > 0 || g.e.Stats().Running > 0 {
+		return
+	}
+	h.checkGaveUp(g)
+	if g.live.Load() > 0 || g.e.Stats().Running > 0 {
 		h.closedEarly.Add(1)
 	}
 }
@@ -417,6 +441,8 @@ func (h *harness) checkStopped(g *generation, when string) {
 // check waits for everything submitted to g to come back and compares the
 // harness's counts with g's Stats.
 func (h *harness) check(g *generation) {
+	h.watchGaveUp(g)
+	h.unplant(g)
 	if g.gaveUp {
 		// A Close that gave up returned at once; another returns nil once
 		// nothing runs.

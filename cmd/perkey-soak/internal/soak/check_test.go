@@ -337,3 +337,59 @@ func TestCheckObserver(t *testing.T) {
 	h.checkObserver(g, executor.Stats{Submitted: 2, Completed: 1, Canceled: 1})
 	wantViolations(t, h, Counters, 2)
 }
+
+// TestCheckGaveUp: after a Close that gave up, a task whose call has not
+// returned, an accepted task whose Done is open and a Go task the error
+// handler has not heard of are each counted; a task that ended, one that
+// started, and a Go task the handler heard of are not.
+func TestCheckGaveUp(t *testing.T) {
+	e, err := executor.New[int]()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	p := &producer{}
+	h := &harness{prods: []*producer{p}, giveUpWatch: 10 * time.Millisecond}
+	p.h = h
+	g := &generation{e: e, notRun: map[int]int{}, closedAt: time.Now()}
+	newTask := func(kind op, key int) *task {
+		return &task{id: h.nextID.Add(1), g: g, p: p, op: kind.String(), kind: kind, keys: []int{key}}
+	}
+	calling := newTask(opDo, 1) // its call never returns
+	h.track(calling)
+	open := newTask(opSubmit, 2) // accepted, its Task never ends
+	release := make(chan struct{})
+	defer close(release)
+	tk, err := e.Submit(context.Background(), 2, func(context.Context) error { <-release; return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	open.tk.Store(tk)
+	h.track(open)
+	ended := newTask(opSubmit, 3) // accepted, ended
+	tk3, err := e.Submit(context.Background(), 3, func(context.Context) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tk3.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ended.tk.Store(tk3)
+	h.track(ended)
+	running := newTask(opDo, 4) // its fn runs
+	running.state.Store(started)
+	h.track(running)
+	for _, k := range []int{5, 5, 6} { // key 5: one heard of, one not; key 6: heard of
+		g.goTasks = append(g.goTasks, newTask(opGo, k))
+	}
+	g.notRun[5], g.notRun[6] = 1, 1
+	// open is still running, so not queued: Stats.Queued is 0.
+	h.checkGaveUp(g)
+	h.watchGaveUp(g)
+	wantViolations(t, h, GiveUpLeft, 3)
+	for _, want := range []string{"its call has not returned", "its Task's Done not closed", "key 5: 2 Go tasks never started"} {
+		if !strings.Contains(strings.Join(h.v.details, "; "), want) {
+			t.Errorf("violations %q: none says %q", h.v.details, want)
+		}
+	}
+}

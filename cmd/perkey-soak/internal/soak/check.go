@@ -17,6 +17,7 @@ const (
 	RanTwice
 	RanAfterCancel
 	SlowWithdrawal
+	GiveUpLeft
 	WrongOutcome
 	FalseDelay
 	HandlerMiss
@@ -36,6 +37,7 @@ var invariantNames = [numInvariants]string{
 	RanTwice:         "tasks run twice",
 	RanAfterCancel:   "ran after cancel",
 	SlowWithdrawal:   "slow withdrawals",
+	GiveUpLeft:       "unstarted tasks a forced Close left",
 	WrongOutcome:     "wrong outcomes",
 	FalseDelay:       "false delay rejections",
 	HandlerMiss:      "Go failures not handled once",

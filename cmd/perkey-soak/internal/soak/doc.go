@@ -11,7 +11,11 @@
 // they do not wait for (its failures reach the generation's error handler).
 // Their contexts time out, are canceled before the call, while it is queued
 // or while fn runs. Their tasks return at once, return an error, panic,
-// call runtime.Goexit, or sleep 0–2 ms (cut short if their ctx ends). A
+// call runtime.Goexit, sleep 0–2 ms (cut short if their ctx ends), or, one
+// in a hundred, sleep 0–2 ms whatever their ctx does. Nothing watches a
+// queued Go's, Submit's or Batcher message's ctx: its end is noticed at the
+// head of its key's queue, by a Wait, at a cap or by a giving-up Close, so
+// the harness never waits for such a task without a Wait (or a bound). A
 // blocking call whose fn may call Goexit (its own fn, or a nested call that
 // may run inline on fn's goroutine) is made from a goroutine of its own: if
 // fn runs inline, on the caller's goroutine, that goroutine exits with it
@@ -64,7 +68,11 @@
 // task. Every RestartEvery the generation is closed under load, either with
 // a deadline of at most 1 ms (forced: queued tasks fail with ErrClosed,
 // running ones see their ctx end, and Close returns without waiting for
-// them) or with a long one (drained), and a new executor replaces it. A
+// them) or with a long one (drained), and a new executor replaces it.
+// Before a forced Close the harness plants, on a key of its own, a task
+// that ignores its ctx for 300 ms, running, with Submits, Gos, Batcher
+// messages (one whose ctx has ended) and a Do queued behind it, in its
+// drive loop's batch or in the queue (see plant). A
 // generation whose Close gave up is closed again in the background, which
 // must return nil once its fns have ended. Producers that meet ErrClosed
 // wait for the replacement and go on.
@@ -103,6 +111,19 @@
 //   - slow withdrawal: in that gate scenario, the victim's Wait did not
 //     return within 5 s while the gate still held the key (behaviour 6: a
 //     canceled task gives its place back at once).
+//   - unstarted tasks a forced Close left: after a Close that gave up, a
+//     task of its generation that had not started and had not ended
+//     giveUpLimit (100 ms) after Close returned, even while the planted
+//     task that ignores its ctx still runs: an accepted Submit, gate,
+//     ring member or Batcher message whose Task's Done was not closed; a
+//     call (Do, Call, DoShared, DoMany, Batcher.Do, nested, or a Submit or
+//     Go still being made) that had not returned; per key, Go tasks that
+//     never started beyond the never-ran failures the error handler had
+//     heard for that key; or Stats.Queued not 0. Each violation names
+//     the task (or key) and its kind, and says when it did end (watched
+//     up to 5 s more). Calls made once the Close had begun are refused at
+//     once and not counted; a task that starts in the meantime (its start
+//     raced the give-up) is none of this check's concern.
 //   - wrong outcome: a call's result disagrees with what happened to fn. fn
 //     ran: the result must be exactly what fn returned (nil, this task's
 //     error, a *PanicError carrying this task's panic value, Call's value),
@@ -121,7 +142,8 @@
 //     failures the handler was handed for them (a ctx error, or ErrClosed,
 //     which only a Close that gave up may cause); or the handler was handed
 //     anything else.
-//   - counters: right after a Close returns nil (for a Close that gave up,
+//   - counters: a Close meant to drain (a 30 s deadline) that gave up;
+//     right after a Close returns nil (for a Close that gave up,
 //     right after the later Close, which must return nil), Submitted ==
 //     Completed + Canceled, Queued == Running == 0 and no fn of the
 //     generation runs; then ActiveKeys reaches 0 within 2 s; once the

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/cmd/perkey-soak/internal/soak"
 	"github.com/perkey/perkey/executor"
-	"github.com/perkey/perkey/internal/soak"
 )
 
 // TestSoak runs a short soak, small enough for go test -race on two cores,
@@ -66,6 +66,10 @@ func TestSoak(t *testing.T) {
 		{"batches of more than one message", rep.Batches.Batches - rep.Batches.Sizes[1]},
 		{"messages failed alone", rep.Batches.FailedSingle},
 		{"batches failed whole", rep.Batches.FailedWhole},
+		{"giving-up Closes checked", rep.GiveUps.Checked},
+		{"of those, with a task that ignores its ctx still running", rep.GiveUps.Stubborn},
+		{"tasks planted behind it", rep.GiveUps.Planted},
+		{"tasks that ignored their ctx", rep.Stubborn},
 	} {
 		if c.got <= 0 {
 			t.Errorf("%s: got %d; want > 0", c.what, c.got)
@@ -73,6 +77,22 @@ func TestSoak(t *testing.T) {
 	}
 	if got, want := rep.Forced+rep.Drained, int64(rep.Generations); got != want {
 		t.Errorf("forced + drained Closes = %d; want one per generation, %d", got, want)
+	}
+}
+
+// patience bounds every wait of the tests below: a wait that outlives it
+// fails the test instead of hanging it.
+const patience = 10 * time.Second
+
+// recv receives from ch within patience, or fails t.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(patience):
+		t.Fatalf("%s: nothing within %v", what, patience)
+		panic("unreachable")
 	}
 }
 
@@ -97,7 +117,8 @@ func TestBugDoManyEnqueueStampRace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
 	release := make(chan struct{})
 	hold := func(key int) *executor.Task {
 		running := make(chan struct{})
@@ -105,7 +126,7 @@ func TestBugDoManyEnqueueStampRace(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Submit(%d): %v", key, err)
 		}
-		<-running
+		recv(t, running, "the holding task's start")
 		return tk
 	}
 	const a, b = 1, 2
@@ -113,6 +134,9 @@ func TestBugDoManyEnqueueStampRace(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.DoMany(ctx, []int{a, b}, func(context.Context) error { return nil }) }()
 	for e.Stats().Queued < 1 { // the DoMany is queued on a, behind ga
+		if ctx.Err() != nil {
+			t.Fatalf("the DoMany not queued within %v", patience)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	if _, err := e.Submit(ctx, a, func(context.Context) error { return nil }); err != nil {
@@ -121,7 +145,7 @@ func TestBugDoManyEnqueueStampRace(t *testing.T) {
 	close(release)
 	ga.Wait(ctx)
 	gb.Wait(ctx)
-	if err := <-done; err != nil {
+	if err := recv(t, done, "DoMany"); err != nil {
 		t.Errorf("DoMany: %v", err)
 	}
 	if err := e.Close(ctx); err != nil {
@@ -171,7 +195,8 @@ func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
 	release := make(chan struct{})
 	var held []*executor.Task
 	submit := func(key int, wait bool) {
@@ -182,7 +207,7 @@ func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
 		}
 		held = append(held, tk)
 		if wait {
-			<-running
+			recv(t, running, "the holding task's start")
 		}
 	}
 	const a, b = 1, 2
@@ -191,7 +216,7 @@ func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
 	submit(b, false) // b: 2 pending, so the DoMany's Load on b pauses
 	done := make(chan error, 1)
 	go func() { done <- e.DoMany(ctx, []int{a, b}, func(context.Context) error { return nil }) }()
-	<-p.entered // the DoMany is queued on a, not yet stamped
+	recv(t, p.entered, "the policy's pause") // the DoMany is queued on a, not yet stamped
 	if _, err := e.Submit(ctx, a, func(context.Context) error { return nil }); err != nil {
 		t.Errorf("Submit(a): %v", err)
 	}
@@ -200,7 +225,7 @@ func TestBugDoManyHeadAgeUnstamped(t *testing.T) {
 	for _, tk := range held {
 		tk.Wait(ctx)
 	}
-	if err := <-done; err != nil {
+	if err := recv(t, done, "DoMany"); err != nil {
 		t.Errorf("DoMany: %v", err)
 	}
 	if err := e.Close(ctx); err != nil {
@@ -239,26 +264,32 @@ func (p *signalBlock) Decide(l backpressure.Load) backpressure.Verdict {
 // -seed 1 under -race (Block generations). Fixed first by calling Admit
 // last; since Admit may refuse (f1df2b5) it is asked first again, and link
 // no longer writes Entry.m (Park did).
+//
+// Nothing watches a queued task's ctx (contract item 6): c's cancel is
+// noticed by a Wait on c, which withdraws it and so promotes b, and b's by
+// b's Wait.
 func TestBugPromotedEntryRace(t *testing.T) {
 	p := &signalBlock{parked: make(chan struct{})}
 	e, err := executor.New[int](executor.WithMaxQueuePerKey(2), executor.WithPolicy(p))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(t.Context(), patience)
+	defer cancel()
 	quick := func(context.Context) error { return nil }
 	running, release := make(chan struct{}), make(chan struct{})
-	a, err := e.Submit(ctx, 1, func(context.Context) error { close(running); <-release; return nil })
+	a, err := e.Submit(context.Background(), 1, func(context.Context) error { close(running); <-release; return nil })
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-running
-	cctx, ccancel := context.WithCancel(ctx)
+	recv(t, running, "a's start")
+	cctx, ccancel := context.WithCancel(context.Background())
 	c, err := e.Submit(cctx, 1, quick) // queued: the key is at its cap
 	if err != nil {
 		t.Fatal(err)
 	}
-	bctx, bcancel := context.WithCancel(ctx)
+	bctx, bcancel := context.WithCancel(context.Background())
+	defer bcancel() // if the test fails before b is admitted, its Submit leaves
 	type result struct {
 		tk  *executor.Task
 		err error
@@ -268,18 +299,18 @@ func TestBugPromotedEntryRace(t *testing.T) {
 		tk, err := e.Submit(bctx, 1, quick) // parks
 		submitted <- result{tk, err}
 	}()
-	<-p.parked
-	ccancel() // c leaves the queue; its cancel promotes b
-	b := <-submitted
+	recv(t, p.parked, "b's park")
+	ccancel()
+	if err := c.Wait(ctx); !errors.Is(err, context.Canceled) { // c leaves the queue, which promotes b
+		t.Errorf("c: got %v; want context.Canceled", err)
+	}
+	b := recv(t, submitted, "the parked Submit")
 	if b.err != nil {
 		t.Fatalf("parked Submit: %v", b.err)
 	}
-	bcancel() // b is queued behind a; its cancel reads Entry.m
+	bcancel() // b is queued behind a; its withdrawal reads Entry.m
 	if err := b.tk.Wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("b: got %v; want context.Canceled", err)
-	}
-	if err := c.Wait(ctx); !errors.Is(err, context.Canceled) {
-		t.Errorf("c: got %v; want context.Canceled", err)
 	}
 	close(release)
 	if err := a.Wait(ctx); err != nil {
