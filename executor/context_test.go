@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -356,4 +357,52 @@ func TestContextDeadline(t *testing.T) {
 			t.Errorf("Stats: got %+v; want Canceled 1, Completed 2, balanced", s)
 		}
 	})
+}
+
+// TestSweepRacesWithdrawals: a cap's sweeps of ended contexts (Submits
+// whose ctx ends once queued) race synchronous callers whose own ctx ends
+// while they wait, withdraw their tasks and have their jobs reused. Every
+// call ends, Stats add up and the key drains. (The soak built with -race is
+// what found a sweep touching a reused job; this load did not reproduce it
+// in a test, so it guards the accounting, not that race.)
+func TestSweepRacesWithdrawals(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(4))
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 6 { // sync callers whose ctx may end queued: their jobs are recycled
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 50*time.Microsecond)
+				if i%2 == 0 {
+					e.DoShared(ctx, "k", func(context.Context) error { time.Sleep(10 * time.Microsecond); return nil })
+				} else {
+					e.Do(ctx, "k", func(context.Context) error { time.Sleep(10 * time.Microsecond); return nil })
+				}
+				cancel()
+			}
+		})
+	}
+	for range 2 { // Submits whose ctx ends queued, then a cap's sweep
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				e.Submit(ctx, "k", nop)
+				cancel()
+			}
+		})
+	}
+	time.Sleep(300 * time.Millisecond) // a load, not a synchronisation
+	close(stop)
+	waitAll(t, &wg)
+	waitIdle(t, e)
 }
