@@ -67,8 +67,8 @@ func WithMaxBatch(n int) BatchOption {
 	}
 }
 
-// Batcher hands a key's queued messages to one BatchFunc call (contract
-// item 19). Its messages are tasks of their key on the executor it runs on:
+// Batcher hands a key's queued messages to one BatchFunc call, in order.
+// Its messages are tasks of their key on the executor it runs on:
 // each counts as one pending task for WithMaxQueuePerKey, WithMaxPending,
 // the Policy, the Observer and Stats, and they keep their FIFO place among
 // the key's other tasks (Do, Submit, Go, DoShared, DoMany). When a key's

@@ -7,7 +7,7 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// Deadlock detection (contract item 20).
+// Deadlock detection (see ErrDeadlock).
 //
 // Only a nested call, a task waiting with its own ctx, can take part in a
 // cycle: a call from outside any task holds no key. So the wait-for graph

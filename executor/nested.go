@@ -88,7 +88,7 @@ func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 }
 
 // A task blocked in a nested call lends its execution slot to the work it
-// waits for, so nesting never exhausts the pool (contract item 3). The
+// waits for, so nesting never exhausts the pool (see WithWorkers). The
 // methods below are that lending, on the calling task's context (outer);
 // a nil outer is a call from outside any task, which has no slot to lend.
 // The task's job marks the slot lent (lentBit); only the nested call that
