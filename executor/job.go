@@ -249,8 +249,8 @@ func keyField[K comparable](c *taskCtx[K], multi *[]K) zap.Field {
 // Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
 // back the reservation and wakes the caller (Do); for a Go or a Submit
 // there is nothing more (a submission's Settle then ends its Task). A
-// synchronous job is not
-// touched after that, since its woken caller recycles it at once.
+// synchronous job is not touched after that, since its woken caller
+// recycles it at once.
 func (j *job[K]) Settle() {
 	j.release()
 	if !j.async {
