@@ -416,12 +416,25 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 // ends them as canceled and reports true.
 func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
 	ended := e.ended(m, nil)
-	if len(ended) == 0 {
+	taken := e.takePlain(m, ctxEnded[K], nil)
+	if len(ended) == 0 && len(taken) == 0 {
 		return false
 	}
 	m.Release()
-	e.cancelEnded(ended)
+	e.endSwept(ended, taken)
 	return true
+}
+
+// endSwept ends what a sweep found, unlocked: jobs, then plain tasks, each
+// even if a callback calls runtime.Goexit while an earlier one ends.
+func (e *Executor[K]) endSwept(ended []*job[K], taken []takenPlain) {
+	forEach(0, 2, func(kind int) {
+		if kind == 0 {
+			e.cancelEnded(ended)
+		} else {
+			e.endTakenAll(taken, nil)
+		}
+	})
 }
 
 // sweepReserved runs a sweep for a submission that holds a reservation:
@@ -442,10 +455,16 @@ func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
 // sweepAll is sweep over every live mailbox, one shard lock at a time, for
 // the global cap.
 func (e *Executor[K]) sweepAll() bool {
-	var ended []*job[K]
-	e.router.Each(func(_ K, m *mailbox.Mailbox) { ended = e.ended(m, ended) })
-	e.cancelEnded(ended)
-	return len(ended) > 0
+	var (
+		ended []*job[K]
+		taken []takenPlain
+	)
+	e.router.Each(func(_ K, m *mailbox.Mailbox) {
+		ended = e.ended(m, ended)
+		taken = e.takePlain(m, ctxEnded[K], taken)
+	})
+	e.endSwept(ended, taken)
+	return len(ended) > 0 || len(taken) > 0
 }
 
 // sweepKeys is sweep over the mailboxes of keys, for a DoMany refused at a

@@ -3,7 +3,6 @@ package executor
 import (
 	"context"
 	"time"
-	"unsafe"
 
 	"github.com/alitto/pond/v2"
 	"github.com/perkey/perkey/internal/mailbox"
@@ -86,18 +85,13 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 // one place where Close gives up.
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
-	var waiting []*mailbox.Turn
-	type taken struct {
-		m  *mailbox.Mailbox
-		ps []unsafe.Pointer // the plain tasks' args (see plainArg)
-	}
-	var plain []taken
+	var (
+		waiting []*mailbox.Turn
+		plain   []takenPlain
+	)
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
 		m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
-		if ps := m.TakePlain(); ps != nil {
-			e.plainCore(m) // for the Gos' contexts (goCtx), made locked
-			plain = append(plain, taken{m, ps})
-		}
+		plain = e.takePlain(m, takeAll, plain)
 	})
 	// Turns granted their keys but still waiting for a slot (shared
 	// readers granted together, a multi-key task granted its last key) are
@@ -110,10 +104,7 @@ func (e *Executor[K]) giveUp() {
 		if kind == 0 {
 			// Plain tasks taken out end as they would have when their
 			// turn came (RunPlain): their mailbox first, then the drain.
-			forEach(0, len(plain), func(i int) {
-				t := plain[i]
-				forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k]) })
-			})
+			e.endTakenAll(plain, ErrClosed)
 			return
 		}
 		// cancel also settles the task, so its Wait returns and the drain

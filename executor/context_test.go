@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -405,4 +406,81 @@ func TestSweepRacesWithdrawals(t *testing.T) {
 	close(stop)
 	waitAll(t, &wg)
 	waitIdle(t, e)
+}
+
+// TestContextCanceledInBatch: tasks that a drive loop has already taken
+// into its batch, behind a task that does not return, are still
+// withdrawn when their ctx ends: a Wait on one returns at once, a key at
+// its cap drops them before it refuses anyone, and the key's tasks that
+// follow run in order once the stuck one returns. Go and Submit with a
+// ctx that can end are queued like those with context.Background().
+func TestContextCanceledInBatch(t *testing.T) {
+	var mu sync.Mutex
+	var handled []error
+	e := newExec[string](t, executor.WithWorkers(1), executor.WithThroughput(64), executor.WithMaxQueuePerKey(5),
+		executor.WithErrorHandler(func(_ any, err error) { mu.Lock(); handled = append(handled, err); mu.Unlock() }))
+	// The only worker runs "other" while "k" queues: when it frees up, one
+	// batch takes every task of "k".
+	other, _ := block(t, e, "other")
+	head := newGate()
+	t.Cleanup(head.open)
+	if err := e.Go(context.Background(), "k", head.fn); err != nil {
+		t.Fatalf("Go head: %v", err)
+	}
+	var order []int
+	record := func(i int) func(context.Context) error {
+		return func(context.Context) error { order = append(order, i); return nil } // one at a time: k is serial
+	}
+	ctxs := make([]context.CancelFunc, 4)
+	var sub *executor.Task
+	for i := range 4 {
+		ctx, cancel := context.WithCancel(context.Background())
+		ctxs[i] = cancel
+		var err error
+		if i == 0 {
+			sub, err = e.Submit(ctx, "k", record(i))
+		} else {
+			err = e.Go(ctx, "k", record(i))
+		}
+		if err != nil {
+			t.Fatalf("task %d: %v", i, err)
+		}
+	}
+	other.open()
+	recv(t, "the head of k to start", head.started) // its batch holds the four behind it
+
+	ctxs[0]()
+	waited := make(chan error, 1)
+	go func() { waited <- sub.Wait(context.Background()) }()
+	if err := recv(t, "Wait on the withdrawn Submit", waited); !errors.Is(err, context.Canceled) {
+		t.Errorf("Wait: got %v; want context.Canceled", err)
+	}
+	ctxs[2]()
+	ctxs[3]()
+	// k holds the head, task 1 and the ended 2 and 3: 4 of its cap of 5
+	// (the running task counts). Task 4 fills it; task 5 finds it full,
+	// and the cap drops 2 and 3 first; 6 fills it again; 7 finds it full
+	// of live tasks.
+	for i := 4; i <= 7; i++ {
+		err := e.Go(context.Background(), "k", record(i))
+		if want := i <= 6; (err == nil) != want {
+			t.Errorf("Go %d at the cap: got %v; want admitted %v", i, err, want)
+		}
+		if i == 7 && !errors.Is(err, executor.ErrBusy) {
+			t.Errorf("Go 7 over the cap: got %v; want ErrBusy", err)
+		}
+	}
+	mu.Lock()
+	if len(handled) != 2 || !errors.Is(handled[0], context.Canceled) || !errors.Is(handled[1], context.Canceled) {
+		t.Errorf("error handler heard %v; want the cancellations of tasks 2 and 3", handled)
+	}
+	mu.Unlock()
+	head.open()
+	s := waitIdle(t, e)
+	if want := []int{1, 4, 5, 6}; !slices.Equal(order, want) {
+		t.Errorf("run order %v; want %v", order, want)
+	}
+	if s.Canceled != 3 || !balanced(s) {
+		t.Errorf("Stats: %+v; want Canceled 3, balanced", s)
+	}
 }

@@ -273,7 +273,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if err := e.validate(key); err != nil {
 		return nil, err
 	}
-	if e.plainLane(ctx) {
+	if e.plainLane() {
 		return e.submitPlain(ctx, key, fn)
 	}
 	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
@@ -307,7 +307,7 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 	if err := e.validate(key); err != nil {
 		return err
 	}
-	if e.plainLane(ctx) {
+	if e.plainLane() {
 		return e.goPlain(ctx, key, fn)
 	}
 	g := &jobWithCtx[K]{job: job[K]{core: core[K]{e: e, unread: true}}} // no caller reads the result

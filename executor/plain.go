@@ -34,12 +34,10 @@ import (
 // task as a job of its own (waitPlain), like any other, since a parked task
 // needs a Turn.
 
-// plainLane reports whether a Go or Submit with ctx is a plain task: its
-// ctx never ends, and the executor has no stripes (in striped mode HotKeys
-// names a stripe after a queued task's Turn: see nameOf).
-func (e *Executor[K]) plainLane(ctx context.Context) bool {
-	return ctx.Done() == nil && !e.router.Striped()
-}
+// plainLane reports whether a Go or Submit is a plain task: the executor
+// has no stripes (in striped mode HotKeys names a stripe after a queued
+// task's Turn: see nameOf).
+func (e *Executor[K]) plainLane() bool { return !e.router.Striped() }
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
@@ -323,7 +321,8 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 			s := plainOf[K](t)
 			return e.checkWait(ctx, &s.ctx, waitee[K]{p: s})
 		},
-		submitter: func(*Task) context.Context { return nil },
+		submitter: func(t *Task) context.Context { return plainOf[K](t).ctx.caller() },
+		withdraw:  func(t *Task, _ error) { e.withdrawPlain(plainOf[K](t)) },
 	}
 }
 
@@ -618,12 +617,17 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's,
 // then gives back the task's reservation, since no Settle follows a plain
 // task. The Task t (a Submit's) receives fn's error; if it is nil (a
-// Go's), a failure goes to the error handler. The task's ctx never ends: only a
-// giving-up Close keeps it from running.
+// Go's), a failure goes to the error handler. A task whose ctx ended while
+// it waited, or that a giving-up Close abandoned, is not run: it is
+// accounted as canceled, and the key's next task goes on at once.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
-	if e.force.Err() != nil {
+	err := c.caller().Err()
+	if err == nil && e.force.Err() != nil {
+		err = ErrClosed
+	}
+	if err != nil {
 		defer e.releasePlain() // after the callbacks, even if one calls runtime.Goexit
-		e.plainAbandoned(c, t, ErrClosed)
+		e.plainAbandoned(c, t, err)
 		return
 	}
 	outcome, start, err := e.invoke(c, plainCounts(c.job()), nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
@@ -658,12 +662,55 @@ func (e *Executor[K]) releasePlain() {
 	}
 }
 
-// endTaken ends a plain task, queued with arg, that a giving-up Close took
-// out of its mailbox m's queue (mailbox.TakePlain) with ErrClosed, as it
-// would have ended when its turn came. Its place, its reservation and its
+// takenPlain is what TakePlain took out of one mailbox: the args of the
+// plain tasks to end (see plainArg).
+type takenPlain struct {
+	m  *mailbox.Mailbox
+	ps []unsafe.Pointer
+}
+
+// takePlain takes out of m's queue (locked) its plain tasks that have not
+// started and for which drop holds (mailbox.TakePlain), and appends them
+// to out, for endTaken to end once m is unlocked.
+func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg unsafe.Pointer) bool, out []takenPlain) []takenPlain {
+	if ps := m.TakePlain(drop); ps != nil {
+		e.plainCore(m) // for their contexts (plainTask, goCtx), made locked
+		out = append(out, takenPlain{m, ps})
+	}
+	return out
+}
+
+// ctxEnded reports whether the ctx of the plain task queued with arg (see
+// plainArg) has ended; a Go with context.Background() has none to end.
+func ctxEnded[K comparable](arg unsafe.Pointer) bool {
+	switch s, c := plainArg[K](arg); {
+	case s != nil:
+		return s.ctx.caller().Err() != nil
+	case c != nil:
+		return c.caller().Err() != nil
+	}
+	return false
+}
+
+// takeAll is TakePlain's drop for a giving-up Close: every task.
+func takeAll(unsafe.Pointer) bool { return true }
+
+// endTakenAll ends every plain task taken out (see endTaken), each even
+// if a callback calls runtime.Goexit while an earlier one ends.
+func (e *Executor[K]) endTakenAll(taken []takenPlain, why error) {
+	forEach(0, len(taken), func(i int) {
+		t := taken[i]
+		forEach(0, len(t.ps), func(k int) { e.endTaken(t.m, t.ps[k], why) })
+	})
+}
+
+// endTaken ends a plain task, queued with arg, that was taken out of its
+// mailbox m's queue (mailbox.TakePlain) as it would have ended when its
+// turn came (runPlain): with why (ErrClosed, for a giving-up Close), or
+// if why is nil with its ctx's error. Its place, its reservation and its
 // Task are given back after the callbacks, even if one calls
 // runtime.Goexit.
-func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer) {
+func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer, why error) {
 	defer func() {
 		m.DonePlain()
 		if e.batchRelease {
@@ -674,7 +721,25 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer) {
 		(*plainRunner[K])(e).SettlePlain(arg)
 	}()
 	c, t := e.plainTask(m, arg, 0)
-	e.plainAbandoned(c, t, ErrClosed)
+	if why == nil {
+		why = c.caller().Err()
+	}
+	e.plainAbandoned(c, t, why)
+}
+
+// withdrawPlain takes the plain Submit s out of its key's queue, if it
+// has not started, once a Wait on it saw its ctx end (see Task.Wait): it
+// sweeps s's mailbox, which ends s and every other task there whose ctx
+// has ended. If s has started, or is about to (the drive loop has claimed
+// it), it is left alone: it ends as it runs, or as it starts (runPlain).
+func (e *Executor[K]) withdrawPlain(s *plainSub[K]) {
+	m := e.router.Find(s.ctx.key) // while s has not ended: see plainAhead
+	if m == nil {
+		return
+	}
+	if s.ctx.ended() || !e.sweep(m) {
+		m.Release()
+	}
 }
 
 // plainAhead finds the plain Submit s in its mailbox: it reports whether s

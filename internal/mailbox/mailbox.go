@@ -130,9 +130,10 @@ type extra struct {
 	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
 	sharers int32        // shared holds granted
 
-	// plainNext is a running plain batch's next task to start, as an index
-	// in the batch (see plainOldest), when the runner tracks it.
-	plainNext atomic.Int32
+	// plainClaim has a bit per slot of a running plain batch (at most
+	// maxCut), set once the slot is claimed: by the drive loop as it
+	// starts it, or by TakePlain as it takes it out (see claim).
+	plainClaim atomic.Uint32
 
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 
@@ -379,11 +380,12 @@ read:
 	if at, ok := m.plainOldest(); ok {
 		return at, true
 	}
-	switch e, plain := m.front(); {
-	case plain:
-		q := &m.plain
-		return stampAt(m.stamps(), q.at(int(q.cut))), true
-	case e != nil:
+	if at, pos, ok := m.plain.firstStamp(m.stamps()); ok {
+		if e := m.head(); e == nil || int32(e.plainBefore-pos) > 0 {
+			return at, true // queued before the head entry
+		}
+	}
+	if e := m.head(); e != nil {
 		return e.t.stamp.Load(), true
 	}
 	return 0, false

@@ -109,8 +109,10 @@ type plainRing struct {
 	log         uint8  // the buffer holds 1<<log slots, if there is one
 }
 
-// maxCut is the most slots one plain batch takes (plainRing.cut).
-const maxCut = 1<<16 - 1
+// maxCut is the most slots one plain batch takes (plainRing.cut): one
+// bit each in extra.plainClaim. A loop with more budget cuts the next
+// batch at once, one lock round trip per maxCut tasks.
+const maxCut = 32
 
 // buf returns the ring's buffer, nil if it has none.
 func (q *plainRing) buf() []plainSlot {
@@ -177,6 +179,19 @@ func (q *plainRing) push(fn func(context.Context) error, arg unsafe.Pointer, sta
 		(*st)[k] = stamp
 	}
 	q.tail++
+}
+
+// firstStamp is the stamp and the position (counted as taken and tail
+// are) of the first queued slot that is not a tombstone (see TakePlain),
+// and false if there is none.
+func (q *plainRing) firstStamp(st *[]int64) (at int64, pos uint32, ok bool) {
+	buf := q.buf()
+	for i := range q.queued() {
+		if k := q.at(int(q.cut) + i); buf[k].fn != nil {
+			return stampAt(st, k), q.taken + uint32(i), true
+		}
+	}
+	return 0, 0, false
 }
 
 // stampAt is the stamp of the slot at buffer index k: 0 unless kept (st).
@@ -278,8 +293,9 @@ func (q *plainRing) drop(n int, st *[]int64) {
 // queue (locked), with the stamp OldestStamp reports for it (the owner's clock,
 // as for Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
 // now needs a drive loop; if so the caller must call Dispatch after unlocking.
-// A plain task cannot be canceled; the owner must also never need to find it
-// through a Turn (see Plain).
+// fn must not be nil (a nil fn marks a slot taken out: see TakePlain). The
+// owner takes a plain task out of the queue with TakePlain, and must never
+// need to find it through a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg unsafe.Pointer, stamp int64) (dispatch bool) {
 	m.measure()
 	m.plain.push(fn, arg, stamp, m.stamps())
@@ -447,45 +463,56 @@ func (m *Mailbox) Local() *any { return &m.home.local }
 // plain tasks submitted there).
 func (m *Mailbox) Count() *atomic.Uint64 { return &m.home.count }
 
-// TakePlain takes out of m every plain task that has not started and
-// returns their args in FIFO order, for its owner to end without running
-// them (locked): first those a running batch has taken from the queue
-// behind the task it runs (it claims them from the loop: see claim), then
-// the queued ones. Each was pending: the caller must call DonePlain once
-// per task it ends, unlocked.
-func (m *Mailbox) TakePlain() []unsafe.Pointer {
+// TakePlain takes out of m every plain task that has not started and for
+// which drop (given its arg) says so, and returns their args in FIFO order,
+// for its owner to end without running them (locked): a giving-up Close
+// drops them all, a sweep those whose ctx has ended. Each was pending: the
+// caller must call DonePlain once per task it ends, unlocked.
+//
+// A running batch's tasks that the loop has not claimed are reached too:
+// TakePlain claims each it takes (see claim), and the loop skips it. A
+// task taken out of the queue leaves its slot behind as a tombstone (no
+// fn), so that the positions that order plain slots among entries
+// (Entry.plainBefore) stay true: the loop skips it too, and tombstones at
+// the head of an idle queue are dropped at once, so that they never keep
+// the key from holding or retiring.
+func (m *Mailbox) TakePlain(drop func(arg unsafe.Pointer) bool) []unsafe.Pointer {
 	q := &m.plain
+	buf, args := q.buf(), q.argBuf()
 	var ps []unsafe.Pointer
 	if x := m.x.Load(); x != nil && q.cut > 1 {
-		// The loop claims each slot before it starts it (claim); claiming
-		// the rest of the batch here leaves it none. Its slots stay in the
-		// ring until the loop drops them (endPlain). A batch of one has
-		// nothing behind its slot, and may have run without the extra
-		// (made since, its plainNext not the batch's): it is left alone,
-		// and its task, if it has not started, ends as it starts (Close
-		// has canceled the executor's force by then).
-		i := x.plainNext.Load()
-		for i < int32(q.cut) && !x.plainNext.CompareAndSwap(i, int32(q.cut)) {
-			i = x.plainNext.Load()
-		}
-		for ; i < int32(q.cut); i++ {
-			ps = append(ps, q.arg(q.at(int(i))))
+		// A batch of one has nothing behind its slot, and may have run
+		// without the extra (made since, its claims not the batch's): it
+		// is left alone, and its task, if it has not started, is noticed
+		// as it starts.
+		for i := range int(q.cut) {
+			k := q.at(i)
+			if buf[k].fn != nil && x.plainClaim.Load()&(1<<i) == 0 && drop(argAt(args, k)) && claim(x, i) {
+				ps = append(ps, argAt(args, k))
+			}
 		}
 	}
-	n := q.queued()
-	if n == 0 {
-		return ps
-	}
-	buf, args := q.buf(), q.argBuf()
-	for i := range n {
+	for i := range q.queued() {
 		k := q.at(int(q.cut) + i)
-		ps = append(ps, q.arg(k))
+		if buf[k].fn == nil || !drop(argAt(args, k)) {
+			continue
+		}
+		ps = append(ps, argAt(args, k))
 		buf[k] = plainSlot{}
 		if args != nil {
 			args[k] = nil
 		}
 	}
-	q.taken = q.tail
+	if q.cut == 0 {
+		n := 0
+		for n < q.queued() && buf[q.at(n)].fn == nil {
+			n++
+		}
+		if n > 0 {
+			q.drop(n, m.stamps())
+			q.taken += uint32(n)
+		}
+	}
 	return ps
 }
 
@@ -543,9 +570,9 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	}
 	q.cut, q.taken = uint16(n), q.taken+uint32(n)
 	if n > 1 {
-		// The slots behind the first are claimed one by one (see claim):
-		// a Close that gives up while the first runs takes the rest.
-		m.more().plainNext.Store(0)
+		// Each slot is claimed as it starts (see claim): a sweep or a
+		// Close that gives up while one runs takes those behind it.
+		m.more().plainClaim.Store(0)
 	}
 	if m.aux == nil {
 		m.aux = m.home.r.opt.Plain.NewAux(m) // before the batch reads it unlocked
@@ -553,7 +580,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	m.hold = holdPlain
 	m.home.mu.Unlock()
 	settle(done)
-	m.runPlainFrom(buf, args, stamps, first, n, 0)
+	m.runPlainFrom(buf, args, stamps, first, n, 0, 0)
 	m.home.mu.Lock()
 	m.endPlain()
 	return n
@@ -561,20 +588,20 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 
 // runPlainFrom runs the tasks of a running plain batch of n, whose first
 // slot is buf[first] (its args in args, nil if every one is nil, and its
-// stamps in stamps, if kept), from its ran-th on (the ones before it have
-// run). If
+// stamps in stamps, if kept), from its i-th on (the ones before it have
+// run, ran of them tasks: the others were tombstones, see TakePlain). If
 // a task never returns (its fn called runtime.Goexit, and RunPlain
 // accounted for it), the deferred check frees the task's place and hands
 // the rest of the batch, the mailbox and the execution slot to a fresh
 // drive loop, as runFrom does.
-func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []int64, first, n, ran int) {
+func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []int64, first, n, i, ran int) {
 	running := false
 	defer func() {
 		if running {
 			m.ranBatched()
-			m.home.r.opt.Plain.SettlePlain(argAt(args, (first+ran)&(len(buf)-1)))
+			m.home.r.opt.Plain.SettlePlain(argAt(args, (first+i)&(len(buf)-1)))
 			m.home.r.takeOver(func() {
-				m.runPlainFrom(buf, args, stamps, first, n, ran+1)
+				m.runPlainFrom(buf, args, stamps, first, n, i+1, ran+1)
 				m.home.mu.Lock()
 				m.endPlain()
 				m.home.mu.Unlock()
@@ -584,12 +611,12 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []
 	mask := len(buf) - 1
 	track, clock, p := m.home.r.opt.TrackOldest, m.home.r.opt.Clock, m.home.r.opt.Plain
 	x := m.x.Load() // made by runPlain if n > 1, by Init if track or clock
-	for ; ran < n; ran++ {
-		if !claim(x, ran) {
-			break // a giving-up Close took the rest (TakePlain)
-		}
-		k := (first + ran) & mask
+	for ; i < n; i++ {
+		k := (first + i) & mask
 		s := &buf[k]
+		if s.fn == nil || !claim(x, i) {
+			continue // taken out (TakePlain), which ends it
+		}
 		var stamp int64
 		if track {
 			stamp = stamps[k]
@@ -599,8 +626,9 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []
 		}
 		arg := argAt(args, k)
 		running = true
-		p.RunPlain(m, s.fn, arg, stamp, n-ran)
+		p.RunPlain(m, s.fn, arg, stamp, n-i)
 		running = false
+		ran++
 		m.ranBatched()
 		p.SettlePlain(arg)
 	}
@@ -643,37 +671,47 @@ func (m *Mailbox) endPlain() {
 	q.drop(int(q.cut), m.stamps())
 	q.cut = 0
 	if x := m.x.Load(); x != nil {
-		x.plainNext.Store(0)
+		x.plainClaim.Store(0)
 	}
 	m.endBatch()
 }
 
-// claim claims slot i of a running plain batch of n for the loop, before
-// it starts it: the batch's next slot to start (extra.plainNext) moves past
-// it, unless a giving-up Close has claimed the rest first (TakePlain). A
-// mailbox without its extra runs batches of one, which have nothing behind
-// their slot for Close to claim (plainOldest reads plainNext too, where the
-// extra is made at Init).
+// claim claims slot i of a running plain batch, for the drive loop
+// before it starts it, or for TakePlain as it takes it out: it reports
+// whether the slot was still unclaimed. One CAS on one word decides which
+// of the two gets a slot. A mailbox without its extra runs batches of one,
+// which TakePlain leaves alone.
 func claim(x *extra, i int) bool {
-	return x == nil || x.plainNext.CompareAndSwap(int32(i), int32(i+1))
+	if x == nil {
+		return true
+	}
+	for {
+		w := x.plainClaim.Load()
+		if w&(1<<i) != 0 {
+			return false
+		}
+		if x.plainClaim.CompareAndSwap(w, w|1<<i) {
+			return true
+		}
+	}
 }
 
 // plainOldest returns the stamp of the oldest plain task that waits in the
-// running batch, if one runs and the runner tracks it (locked). The drive
-// loop publishes the batch index of the next task before it starts one,
-// and the batch's slots are only read until the batch ends, which takes
-// m's lock: a slot found by the index is the batch's, and has not started.
+// running batch, if one runs and the runner tracks it (locked): the first
+// slot that nobody has claimed (see claim) and is no tombstone. The
+// batch's slots are only read until the batch ends, which takes m's lock:
+// a slot found unclaimed is the batch's, and has not started.
 func (m *Mailbox) plainOldest() (int64, bool) {
 	q := &m.plain
-	if q.cut == 0 {
-		return 0, false
+	x := m.x.Load()
+	if q.cut == 0 || x == nil {
+		return 0, false // a runner that does not track it has no one to ask
 	}
-	i := 0 // a runner that does not track it has no one to ask
-	if x := m.x.Load(); x != nil {
-		i = int(x.plainNext.Load())
-	}
-	if i < int(q.cut) {
-		return stampAt(m.stamps(), q.at(i)), true
+	w, buf := x.plainClaim.Load(), q.buf()
+	for i := range int(q.cut) {
+		if k := q.at(i); w&(1<<i) == 0 && buf[k].fn != nil {
+			return stampAt(m.stamps(), k), true
+		}
 	}
 	return 0, false
 }

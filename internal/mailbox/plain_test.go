@@ -300,8 +300,8 @@ func TestTakePlain(t *testing.T) {
 		ps = append(ps, b.plain(id, &log, nil))
 	}
 	b.m.Lock()
-	taken := b.m.TakePlain()
-	again := b.m.TakePlain()
+	taken := b.m.TakePlain(all)
+	again := b.m.TakePlain(all)
 	b.m.Release()
 	if len(taken) != len(ps) || again != nil {
 		t.Fatalf("TakePlain: got %d, then %d; want %d, then none", len(taken), len(again), len(ps))
@@ -332,6 +332,68 @@ func TestTakePlain(t *testing.T) {
 	}
 	if p := b.pending(); p != 0 {
 		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+}
+
+// all is TakePlain's drop for every task.
+func all(unsafe.Pointer) bool { return true }
+
+// TestTakePlainSome: TakePlain takes out only the tasks drop names, those
+// a running plain batch has taken behind the task it runs included (it
+// claims them back from the loop), and leaves the rest to run in order:
+// the slots it emptied are skipped, RanPlain hears only of the tasks that
+// ran, and the mailbox drains and retires.
+func TestTakePlainSome(t *testing.T) {
+	var ran atomic.Int64
+	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Plain: testPlain{ran: &ran}})
+	b := newBox(r)
+	var log runLog
+	head := newGatedWork(0, &log) // the plain tasks queue behind it
+	b.submit(head)
+	wait(t, "the head task to start", head.started)
+	gate := &plainWork{gate: make(chan struct{}), started: make(chan struct{})}
+	ps := []*plainWork{b.plain(1, &log, gate)}
+	for id := 2; id <= 12; id++ {
+		ps = append(ps, b.plain(id, &log, nil))
+	}
+	close(head.gate)
+	wait(t, "the first plain task to start", gate.started) // its batch runs
+	odd := func(arg unsafe.Pointer) bool {
+		for i, p := range ps {
+			if unsafe.Pointer(p) == arg {
+				return (i+1)%2 == 1
+			}
+		}
+		t.Errorf("TakePlain asked about an arg never queued")
+		return false
+	}
+	b.m.Lock()
+	taken := b.m.TakePlain(odd)
+	b.m.Release()
+	var ids []int
+	for _, a := range taken {
+		ids = append(ids, slices.Index(ps, (*plainWork)(a))+1)
+	}
+	if want := []int{3, 5, 7, 9, 11}; !slices.Equal(ids, want) { // 1 runs
+		t.Errorf("TakePlain took %v; want %v", ids, want)
+	}
+	for range taken {
+		b.m.DonePlain()
+	}
+	close(gate.gate)
+	wait(t, "the last plain task", ps[len(ps)-1].done)
+	r.Wait()
+	if got, want := log.get(), []int{0, 1, 2, 4, 6, 8, 10, 12}; !slices.Equal(got, want) {
+		t.Errorf("run order %v; want %v", got, want)
+	}
+	if n := ran.Load(); n != 7 {
+		t.Errorf("RanPlain heard of %d tasks; want 7", n)
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+	if b.o.retired.Load() == 0 {
+		t.Errorf("the drained mailbox was never retired")
 	}
 }
 
@@ -371,7 +433,7 @@ func TestPlainPos(t *testing.T) {
 			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
 		}
 	}
-	taken := b.m.TakePlain()
+	taken := b.m.TakePlain(all)
 	for i, p := range ps {
 		if _, queued := b.m.PlainPos(unsafe.Pointer(p)); queued {
 			t.Errorf("PlainPos(plain task %d) after TakePlain: queued", i)
