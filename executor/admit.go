@@ -67,14 +67,18 @@ func (e *Executor[K]) reserveTurn(ctx context.Context) (handed bool, err error) 
 		// is room and the only one ahead is a waiter let in that has not
 		// taken its place yet (one the sweep let in, say), it waits for
 		// that: the waiter is on its way, and needs nothing of the caller.
-		if !nested || n > int64(limit) || !e.room.entering() {
+		if !nested || n > int64(limit) {
 			break
 		}
-		if !e.room.awaitTurn(ctx, e.closing) {
+		again, ended := e.room.awaitEntering(ctx, e.closing)
+		if ended {
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
 			return false, e.reject(ErrClosed)
+		}
+		if !again {
+			break
 		}
 	}
 	// Over the cap, or others wait ahead (no barging): the load is full.

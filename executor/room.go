@@ -107,22 +107,22 @@ func (r *room) handOn(take func() bool) {
 	r.handLocked(take)
 }
 
-// entering reports whether a waiter that was let in has not taken its place
-// yet, and nobody else waits.
-func (r *room) entering() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.turn != nil && int(r.waiting.Load()) == 1
-}
-
-// awaitTurn waits until the waiter that has the turn, if any, hands it on
-// (true), or until ctx ends or closing is closed (false).
-func (r *room) awaitTurn(ctx context.Context, closing <-chan struct{}) bool {
+// awaitEntering is for a caller that may not wait in line but finds the
+// room busy: if the only one there is the waiter that has the turn, it
+// waits until that one hands it on. It reports whether the caller may look
+// for room again (nobody waits any more, or the one with the turn has taken
+// its place), and whether it stopped because ctx ended or closing closed.
+// Others waiting in line: neither.
+func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (again, ended bool) {
 	r.mu.Lock()
 	w := r.turn
-	if w == nil {
+	switch {
+	case r.waiting.Load() == 0:
 		r.mu.Unlock()
-		return true
+		return true, false
+	case w == nil || r.waiting.Load() > 1:
+		r.mu.Unlock()
+		return false, false
 	}
 	if w.placed == nil {
 		w.placed = make(chan struct{})
@@ -131,11 +131,11 @@ func (r *room) awaitTurn(ctx context.Context, closing <-chan struct{}) bool {
 	r.mu.Unlock()
 	select {
 	case <-placed:
-		return true
+		return true, false
 	case <-ctx.Done():
 	case <-closing:
 	}
-	return false
+	return false, true
 }
 
 // parkGlobal waits in the room for executor-wide room until ctx ends or the

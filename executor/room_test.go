@@ -237,3 +237,57 @@ func TestRoomLeaveWhileLetIn(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomNestedAfterSweep: a nested call at the executor-wide cap whose
+// sweep frees room for a call waiting in the room and for itself waits for
+// that call to take its place, then is admitted: it is not refused for the
+// moment the waiter it let in is still on its way to its key.
+func TestRoomNestedAfterSweep(t *testing.T) {
+	for round := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxPending(4),
+				executor.WithPolicy(backpressure.Block()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := context.Background()
+			nest, x := make(chan struct{}), make(chan struct{})
+			nested := make(chan error, 1)
+			e.Go(bg, "t", func(ctx context.Context) error {
+				<-nest
+				nested <- e.Do(ctx, "n", func(context.Context) error { return nil })
+				return nil
+			})
+			e.Go(bg, "x", func(context.Context) error { <-x; return nil })
+			doomed, cancel := context.WithCancel(bg)
+			for range 2 {
+				e.Go(doomed, "t", func(context.Context) error { return nil }) // queued behind the first
+			}
+			synctest.Wait()
+			waiter := make(chan error, 1)
+			go func() { waiter <- e.Do(bg, "w", func(context.Context) error { return nil }) }()
+			synctest.Wait()
+			if s := e.Stats(); s.Submitted != 4 {
+				t.Fatalf("round %d: Submitted %d; want 4, with one call waiting for room", round, s.Submitted)
+			}
+			cancel() // noticed by the nested call's sweep
+			close(nest)
+			if err := <-nested; err != nil {
+				t.Errorf("round %d: nested Do: got %v; want nil: its sweep made room for the waiter and for it", round, err)
+			}
+			if err := <-waiter; err != nil {
+				t.Errorf("round %d: waiting Do: got %v; want nil", round, err)
+			}
+			close(x)
+			if err := e.Close(bg); err != nil {
+				t.Errorf("round %d: Close: %v", round, err)
+			}
+			if s := e.Stats(); !balanced(s) || s.Canceled != 2 || s.Queued != 0 || s.Running != 0 {
+				t.Errorf("round %d: Stats after Close: %+v; want idle and balanced, the 2 swept canceled", round, s)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
