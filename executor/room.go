@@ -11,7 +11,7 @@ import (
 // The count is the executor's pending reservations, which Close's drain
 // reads too, so room only hands out units of it: take adds one if there is
 // room, and a waiter that is handed one holds a reservation. No barging:
-// while anyone waits, new submissions line up behind them (see reserve).
+// while anyone waits, new submissions line up behind them (see reserveTurn).
 //
 // Handed a unit, a waiter still has to take its place in its key's queue,
 // on its own goroutine. So that waiters enter in the order they waited, one
@@ -78,6 +78,7 @@ func (r *room) hand(take func() bool) {
 	r.handLocked(take)
 }
 
+// handLocked is hand with r.mu held.
 func (r *room) handLocked(take func() bool) {
 	for r.turn == nil && len(r.waiters) > 0 {
 		w := r.waiters[0]
