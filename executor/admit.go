@@ -23,44 +23,78 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	return ctx.Err()
 }
 
-// reserve counts a submission against the executor-wide cap and against
-// Close: a submission either sees closed, or Close sees it pending (both
-// sides write, then read the other's word). At the cap the policy decides:
-// reject, or wait in the executor's FIFO waiting room.
+// reserve is reserveTurn for a caller on an executor without a global
+// cap (leanSlot): nobody waits in the room there, so it is never let in
+// from it and has no turn to hand on.
+func (e *Executor[K]) reserve(ctx context.Context) error {
+	handed, err := e.reserveTurn(ctx)
+	if handed {
+		e.room.handOn(e.takeRoom)
+	}
+	return err
+}
+
+// reserveTurn counts a submission against the executor-wide cap and
+// against Close: a submission either sees closed, or Close sees it pending
+// (both sides write, then read the other's word). At the cap the policy
+// decides: reject, or wait in the executor's FIFO waiting room. A
+// submission let in from the room (handed) has the room's turn: it hands
+// it on (room.handOn) once it has taken its place in its key's queue, or
+// was refused there, so that waiters enter in the order they waited.
 //
 // Before the cap refuses anyone or makes anyone wait, the tasks whose
 // submitter's ctx has ended are dropped from every queue (sweepAll), once.
-func (e *Executor[K]) reserve(ctx context.Context) error {
+func (e *Executor[K]) reserveTurn(ctx context.Context) (handed bool, err error) {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
 		e.unreserve()
-		return e.reject(ErrClosed)
+		return false, e.reject(ErrClosed)
 	}
 	limit := e.cfg.maxPending
 	if limit == 0 || (n <= int64(limit) && !e.room.busy()) {
-		return nil
+		return false, nil
 	}
 	e.unreserve()
-	if e.sweepAll() {
-		if n = e.pending.Add(1); n <= int64(limit) && !e.room.busy() {
-			return nil
+	nested := e.innermost(ctx) != nil
+	for retry := e.sweepAll(); ; retry = true {
+		if retry {
+			if n = e.pending.Add(1); n <= int64(limit) && !e.room.busy() {
+				return false, nil
+			}
+			e.unreserve()
 		}
-		e.unreserve()
+		// A nested call may not wait for room (see below), but where there
+		// is room and the only one ahead is a waiter let in that has not
+		// taken its place yet (one the sweep let in, say), it waits for
+		// that: the waiter is on its way, and needs nothing of the caller.
+		if !nested || n > int64(limit) {
+			break
+		}
+		again, ended := e.room.awaitEntering(ctx, e.closing)
+		if ended {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			return false, e.reject(ErrClosed)
+		}
+		if !again {
+			break
+		}
 	}
 	// Over the cap, or others wait ahead (no barging): the load is full.
 	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
 	v, err := e.decide(load, backpressure.ScopeGlobal)
 	if err != nil {
-		return e.reject(err)
+		return false, e.reject(err)
 	}
-	if v == backpressure.Wait && e.innermost(ctx) == nil {
+	if v == backpressure.Wait && !nested {
 		return e.parkGlobal(ctx)
 	}
 	// A nested call is refused rather than made to wait: its own task (and
 	// any it is nested in, and the tasks queued behind them) hold room that
 	// is given back only once it returns. With every reservation held so,
 	// it would wait forever.
-	return e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
+	return false, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
 // unreserve gives back a reservation: to the first submission parked for

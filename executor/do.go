@@ -150,8 +150,15 @@ func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbo
 // if it was refused. A nested call (outer is its task) is also refused when
 // the key's queue waits for a DoMany that waits for the calling task.
 func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
-	if err := e.reserve(ctx); err != nil {
+	handed, err := e.reserveTurn(ctx)
+	if err != nil {
 		return nil, false, err
+	}
+	if handed {
+		// Let in from the global waiting room: the next waiter's turn
+		// comes once this call is refused, or returns with m locked, its
+		// place in key's queue decided (see room).
+		defer e.room.handOn(e.takeRoom)
 	}
 	for swept := false; ; swept = true {
 		m = e.router.Acquire(key)

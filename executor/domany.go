@@ -51,13 +51,15 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	var zero K // a multi-key task's keys are its job's
 	j := e.syncJob(ctx, fn, zero, &keys)
 	entries := j.turn.InitMany(j, len(keys))
-	if err := e.reserve(ctx); err != nil {
+	handed, err := e.reserveTurn(ctx)
+	if err != nil {
 		e.reuse(j)
 		return err
 	}
 	swept := false
 	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
-		v, err := e.enqueueMany(ctx, j, entries, outer)
+		v, err := e.enqueueManyHanded(ctx, j, entries, outer, handed)
+		handed = false
 		if v == backpressure.Admit {
 			break
 		}
@@ -93,6 +95,18 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	}
 	e.observeAccepted()
 	return e.wait(ctx, j, outer, false)
+}
+
+// enqueueManyHanded is enqueueMany for a call that may have been let in
+// from the global waiting room (handed): the next waiter's turn comes once
+// j is queued or was refused on a key (see room), even if a Policy exits
+// the goroutine. A DoMany that meets a full key does not keep a place in
+// line (see backpressure.Block), so its retries do not hold the turn.
+func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K], handed bool) (backpressure.Verdict, error) {
+	if handed {
+		defer e.room.handOn(e.takeRoom)
+	}
+	return e.enqueueMany(ctx, j, entries, outer)
 }
 
 // enqueueMany puts a multi-key job in all its mailboxes.

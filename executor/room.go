@@ -11,25 +11,38 @@ import (
 // The count is the executor's pending reservations, which Close's drain
 // reads too, so room only hands out units of it: take adds one if there is
 // room, and a waiter that is handed one holds a reservation. No barging:
-// while anyone waits, new submissions line up behind them (see reserve).
+// while anyone waits, new submissions line up behind them (see reserveTurn).
+//
+// Handed a unit, a waiter still has to take its place in its key's queue,
+// on its own goroutine. So that waiters enter in the order they waited, one
+// at a time is let in: the one handed a unit has the turn until it has
+// taken its place (or was refused there), and only then does it hand the
+// turn on (handOn), and the next waiter its unit. Until then it counts as
+// waiting, so that a new submission does not overtake it either. A waiter
+// that leaves with a unit handed meanwhile gives the turn and the unit
+// back, so neither is lost.
 type room struct {
 	mu      sync.Mutex
 	waiters []*roomWaiter // guarded by mu; oldest first
-	waiting atomic.Int32  // live entries in waiters, readable without mu
+	turn    *roomWaiter   // guarded by mu; handed a unit, not yet in its queue
+	waiting atomic.Int32  // live entries in waiters, and turn; readable without mu
 }
 
 // roomWaiter is a submission waiting in the room.
 type roomWaiter struct {
-	ch   chan struct{} // closed when a unit is handed over
-	gone bool          // gave up; guarded by room.mu
+	ch     chan struct{} // closed when a unit is handed over
+	gone   bool          // gave up; guarded by room.mu
+	placed chan struct{} // made on demand, closed as it hands the turn on; guarded by room.mu
 }
 
-// busy reports whether anyone waits.
+// busy reports whether anyone waits, or was let in and has not yet taken
+// its place.
 func (r *room) busy() bool { return r.waiting.Load() > 0 }
 
-// wait waits in line until a unit is handed over (true), or until ctx ends
-// or closing is closed (false). A unit handed over while it was leaving is
-// passed on with giveBack, so none is lost.
+// wait waits in line until a unit is handed over (true: the caller has the
+// turn, and hands it on with handOn once it has taken its place), or until
+// ctx ends or closing is closed (false). A unit handed over while it was
+// leaving is passed on with giveBack, so none is lost.
 func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bool, giveBack func()) bool {
 	w := &roomWaiter{ch: make(chan struct{})}
 	r.mu.Lock()
@@ -45,8 +58,9 @@ func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bo
 	}
 	r.mu.Lock()
 	select {
-	case <-w.ch: // handed a unit meanwhile
+	case <-w.ch: // handed a unit meanwhile: w has the turn
 		r.mu.Unlock()
+		r.handOn(take)
 		giveBack()
 	default:
 		w.gone = true
@@ -56,17 +70,23 @@ func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bo
 	return false
 }
 
-// hand gives units to waiters, oldest first, while take finds room.
+// hand gives a unit to the oldest waiter if take finds room and nobody has
+// the turn; that waiter then has it.
 func (r *room) hand(take func() bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for len(r.waiters) > 0 {
+	r.handLocked(take)
+}
+
+// handLocked is hand with r.mu held.
+func (r *room) handLocked(take func() bool) {
+	for r.turn == nil && len(r.waiters) > 0 {
 		w := r.waiters[0]
 		if !w.gone {
 			if !take() {
 				return
 			}
-			r.waiting.Add(-1)
+			r.turn = w
 			close(w.ch)
 		}
 		r.waiters[0] = nil
@@ -74,20 +94,68 @@ func (r *room) hand(take func() bool) {
 	}
 }
 
+// handOn is called by the waiter that has the turn once it has taken its
+// place in its key's queue, or was refused: the next waiter's turn comes,
+// and with it a unit if there is room.
+func (r *room) handOn(take func() bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if w := r.turn; w.placed != nil {
+		close(w.placed)
+	}
+	r.turn = nil
+	r.waiting.Add(-1)
+	r.handLocked(take)
+}
+
+// awaitEntering is for a caller that may not wait in line but finds the
+// room busy: if the only one there is the waiter that has the turn, it
+// waits until that one hands it on. It reports whether the caller may look
+// for room again (nobody waits any more, or the one with the turn has taken
+// its place), and whether it stopped because ctx ended or closing closed.
+// Others waiting in line: neither.
+func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (again, ended bool) {
+	r.mu.Lock()
+	w := r.turn
+	switch {
+	case r.waiting.Load() == 0:
+		r.mu.Unlock()
+		return true, false
+	case w == nil || r.waiting.Load() > 1:
+		r.mu.Unlock()
+		return false, false
+	}
+	if w.placed == nil {
+		w.placed = make(chan struct{})
+	}
+	placed := w.placed
+	r.mu.Unlock()
+	select {
+	case <-placed:
+		return true, false
+	case <-ctx.Done():
+	case <-closing:
+	}
+	return false, true
+}
+
 // parkGlobal waits in the room for executor-wide room until ctx ends or the
-// executor closes. On success the caller holds a reservation.
-func (e *Executor[K]) parkGlobal(ctx context.Context) error {
+// executor closes. On success the caller holds a reservation and the room's
+// turn (handed true), which it hands on (e.room.handOn) once it has taken
+// its place in its key's queue or was refused.
+func (e *Executor[K]) parkGlobal(ctx context.Context) (handed bool, err error) {
 	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {
 		if e.closed.Load() {
+			e.room.handOn(e.takeRoom)
 			e.unreserve()
-			return e.reject(ErrClosed)
+			return false, e.reject(ErrClosed)
 		}
-		return nil
+		return true, nil
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		return false, ctx.Err()
 	}
-	return e.reject(ErrClosed)
+	return false, e.reject(ErrClosed)
 }
 
 // takeRoom takes a reservation if the executor-wide cap has room (called

@@ -1,0 +1,293 @@
+package executor_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/executor"
+)
+
+// TestRoomAdmitsInOrder: calls waiting for executor-wide room on one key,
+// each visibly parked before the next is made, run in the order they
+// parked, even when room for several of them appears at once (here two
+// tasks end together): the room lets one in at a time, and the next only
+// once the one before has its place in the key's queue.
+func TestRoomAdmitsInOrder(t *testing.T) {
+	const waiters = 4
+	for _, striped := range []bool{false, true} {
+		for _, kind := range []string{"Do", "Go", "Submit"} {
+			t.Run(fmt.Sprintf("%s/striped=%v", kind, striped), func(t *testing.T) {
+				for round := range 20 {
+					synctest.Test(t, func(t *testing.T) {
+						admitsInOrder(t, round, kind, striped, waiters)
+					})
+					if t.Failed() {
+						return
+					}
+				}
+			})
+		}
+	}
+}
+
+func admitsInOrder(t *testing.T, round int, kind string, striped bool, waiters int) {
+	opts := []executor.Option{executor.WithWorkers(2), executor.WithMaxPending(2),
+		executor.WithPolicy(backpressure.Block())}
+	if striped {
+		opts = append(opts, executor.WithStripes(4))
+	}
+	e, err := executor.New[int](opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	gate := make(chan struct{})
+	for k := 1; k <= 2; k++ {
+		if err := e.Go(bg, k, func(context.Context) error { <-gate; return nil }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	synctest.Wait()
+	var (
+		mu    sync.Mutex
+		order []int
+		wg    sync.WaitGroup
+	)
+	for i := range waiters {
+		fn := func(context.Context) error {
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			return nil
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			switch kind {
+			case "Do":
+				err = e.Do(bg, 0, fn)
+			case "Go":
+				err = e.Go(bg, 0, fn)
+			default:
+				var task *executor.Task
+				if task, err = e.Submit(bg, 0, fn); err == nil {
+					err = task.Wait(bg)
+				}
+			}
+			if err != nil {
+				t.Errorf("round %d: %s %d: got %v; want nil", round, kind, i, err)
+			}
+		}()
+		synctest.Wait() // i waits in the room before i+1 is made
+	}
+	if s := e.Stats(); s.Submitted != 2 {
+		t.Fatalf("round %d: Submitted %d; want 2, with %d waiting for room", round, s.Submitted, waiters)
+	}
+	close(gate) // two units of room at once
+	wg.Wait()
+	if err := e.Close(bg); err != nil {
+		t.Errorf("round %d: Close: %v", round, err)
+	}
+	if want := []int{0, 1, 2, 3}; !slices.Equal(order, want) {
+		t.Errorf("round %d: %s calls ran in the order %v; want %v, the order they waited in", round, kind, order, want)
+	}
+}
+
+// globalWaitKeyReject waits at the executor-wide cap and refuses at a
+// key's; exit makes its next question about a key call runtime.Goexit.
+type globalWaitKeyReject struct{ exit atomic.Bool }
+
+func (p *globalWaitKeyReject) Decide(l backpressure.Load) backpressure.Verdict {
+	switch l.Full() {
+	case backpressure.ScopeGlobal:
+		return backpressure.Wait
+	case backpressure.ScopeKey:
+		return backpressure.Reject
+	}
+	if l.TotalLimit == 0 && p.exit.CompareAndSwap(true, false) {
+		runtime.Goexit()
+	}
+	return backpressure.Admit
+}
+
+// TestRoomTurnPassesOn: a call let in from the executor-wide waiting room
+// that is then refused at its key, or whose goroutine a Policy ends with
+// runtime.Goexit there, still lets the next waiter in: nothing waits for
+// it forever.
+func TestRoomTurnPassesOn(t *testing.T) {
+	for _, how := range []string{"refused", "goexit"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { turnPassesOn(t, how) })
+		})
+	}
+}
+
+func turnPassesOn(t *testing.T, how string) {
+	p := &globalWaitKeyReject{}
+	e, err := executor.New[string](executor.WithWorkers(4), executor.WithMaxPending(2),
+		executor.WithMaxQueuePerKey(1), executor.WithPolicy(p))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	full, x := make(chan struct{}), make(chan struct{})
+	e.Go(bg, "full", func(context.Context) error { <-full; return nil }) // holds key full
+	e.Go(bg, "x", func(context.Context) error { <-x; return nil })
+	synctest.Wait()
+	first, second := make(chan error, 1), make(chan error, 1)
+	key := "full" // refused there once let in
+	if how != "refused" {
+		key = "free"
+	}
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		first <- e.Do(bg, key, func(context.Context) error { return nil })
+	}()
+	synctest.Wait()
+	go func() { second <- e.Do(bg, "other", func(context.Context) error { return nil }) }()
+	synctest.Wait()
+	if s := e.Stats(); s.Submitted != 2 {
+		t.Fatalf("Submitted %d; want 2, with two calls waiting for room", s.Submitted)
+	}
+	p.exit.Store(how == "goexit")
+	close(x) // room for one
+	synctest.Wait()
+	<-exited
+	select {
+	case err := <-first:
+		if how == "goexit" {
+			t.Errorf("first call returned %v; want its goroutine ended by the Policy", err)
+		} else if !errors.Is(err, executor.ErrBusy) {
+			t.Errorf("first call: got %v; want ErrBusy from its key", err)
+		}
+	default:
+		if how != "goexit" {
+			t.Errorf("first call has not returned")
+		}
+	}
+	select {
+	case err := <-second:
+		if err != nil {
+			t.Errorf("second call: got %v; want nil", err)
+		}
+	default:
+		t.Fatalf("second call still waits; want it let in once the first had its turn")
+	}
+	close(full)
+	if err := e.Close(bg); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if s := e.Stats(); !balanced(s) || s.Queued != 0 || s.Running != 0 {
+		t.Errorf("Stats after Close: %+v; want idle and balanced", s)
+	}
+}
+
+// TestRoomLeaveWhileLetIn: a waiter whose ctx ends as room appears either
+// takes the room or leaves; either way the waiter behind it gets in and
+// the room's count is whole, round after round.
+func TestRoomLeaveWhileLetIn(t *testing.T) {
+	for round := range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			e, err := executor.New[int](executor.WithWorkers(2), executor.WithMaxPending(1),
+				executor.WithPolicy(backpressure.Block()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := context.Background()
+			gate := make(chan struct{})
+			e.Go(bg, 1, func(context.Context) error { <-gate; return nil })
+			synctest.Wait()
+			ctx, cancel := context.WithCancel(bg)
+			first, second := make(chan error, 1), make(chan error, 1)
+			go func() { first <- e.Do(ctx, 0, func(context.Context) error { return nil }) }()
+			synctest.Wait()
+			go func() { second <- e.Do(bg, 0, func(context.Context) error { return nil }) }()
+			synctest.Wait()
+			go cancel()
+			close(gate)
+			if err := <-first; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("round %d: first call: got %v; want nil or context.Canceled", round, err)
+			}
+			if err := <-second; err != nil {
+				t.Errorf("round %d: second call: got %v; want nil", round, err)
+			}
+			// The room is whole: one call at a time still gets in.
+			if err := e.Do(bg, 2, func(context.Context) error { return nil }); err != nil {
+				t.Errorf("round %d: a later call: got %v; want nil", round, err)
+			}
+			if err := e.Close(bg); err != nil {
+				t.Errorf("round %d: Close: %v", round, err)
+			}
+			if s := e.Stats(); !balanced(s) || s.Queued != 0 || s.Running != 0 {
+				t.Errorf("round %d: Stats after Close: %+v; want idle and balanced", round, s)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
+
+// TestRoomNestedAfterSweep: a nested call at the executor-wide cap whose
+// sweep frees room for a call waiting in the room and for itself waits for
+// that call to take its place, then is admitted: it is not refused for the
+// moment the waiter it let in is still on its way to its key.
+func TestRoomNestedAfterSweep(t *testing.T) {
+	for round := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxPending(4),
+				executor.WithPolicy(backpressure.Block()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			bg := context.Background()
+			nest, x := make(chan struct{}), make(chan struct{})
+			nested := make(chan error, 1)
+			e.Go(bg, "t", func(ctx context.Context) error {
+				<-nest
+				nested <- e.Do(ctx, "n", func(context.Context) error { return nil })
+				return nil
+			})
+			e.Go(bg, "x", func(context.Context) error { <-x; return nil })
+			doomed, cancel := context.WithCancel(bg)
+			for range 2 {
+				e.Go(doomed, "t", func(context.Context) error { return nil }) // queued behind the first
+			}
+			synctest.Wait()
+			waiter := make(chan error, 1)
+			go func() { waiter <- e.Do(bg, "w", func(context.Context) error { return nil }) }()
+			synctest.Wait()
+			if s := e.Stats(); s.Submitted != 4 {
+				t.Fatalf("round %d: Submitted %d; want 4, with one call waiting for room", round, s.Submitted)
+			}
+			cancel() // noticed by the nested call's sweep
+			close(nest)
+			if err := <-nested; err != nil {
+				t.Errorf("round %d: nested Do: got %v; want nil: its sweep made room for the waiter and for it", round, err)
+			}
+			if err := <-waiter; err != nil {
+				t.Errorf("round %d: waiting Do: got %v; want nil", round, err)
+			}
+			close(x)
+			if err := e.Close(bg); err != nil {
+				t.Errorf("round %d: Close: %v", round, err)
+			}
+			if s := e.Stats(); !balanced(s) || s.Canceled != 2 || s.Queued != 0 || s.Running != 0 {
+				t.Errorf("round %d: Stats after Close: %+v; want idle and balanced, the 2 swept canceled", round, s)
+			}
+		})
+		if t.Failed() {
+			return
+		}
+	}
+}
