@@ -32,13 +32,19 @@ func sink(n int) { time.Sleep(batchCall + time.Duration(n)*batchPerMsg) }
 // "Submitted up front": the clock starts once every message is queued
 // (behind a gate task per key, opened when the clock starts), so the figure
 // is the executor's, not the submitting goroutine's.
+//
+// The Batcher also reports calls/key (10 when every call gets batchMax
+// messages) and first-ms/op: how long after the gates open the last key's
+// first call starts (the ideal's is about 0), which is what cutting the
+// first batches costs before any sink call can hide it.
 func BenchmarkBatchSink(b *testing.B) {
 	ks := keys(batchKeys)
 	ctx := context.Background()
 	// run times the workload: each round queues a closed-gate task on every
 	// key, submits every message with submit (done counts them down as the
-	// sink handles them), starts the clock and opens the gates.
-	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, submit func(key string, msg int) error) {
+	// sink handles them), starts the clock, calls opening (if not nil) and
+	// opens the gates.
+	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, opening func(), submit func(key string, msg int) error) {
 		defer e.Close(ctx)
 		b.ResetTimer()
 		for range b.N {
@@ -58,6 +64,9 @@ func BenchmarkBatchSink(b *testing.B) {
 				}
 			}
 			b.StartTimer()
+			if opening != nil {
+				opening()
+			}
 			close(gate)
 			done.Wait()
 		}
@@ -68,20 +77,44 @@ func BenchmarkBatchSink(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
 		var calls atomic.Int64
-		bt, _ := executor.NewBatcher(e, func(_ context.Context, _ string, msgs []int) error {
+		// Each round, a key's first call notes when it started; the
+		// latest of those adds up in firsts.
+		var opened time.Time
+		var last, firsts time.Duration
+		var mu sync.Mutex
+		started := make(map[string]bool, batchKeys)
+		bt, _ := executor.NewBatcher(e, func(_ context.Context, k string, msgs []int) error {
 			calls.Add(1)
+			mu.Lock()
+			if !started[k] {
+				started[k] = true
+				last = max(last, time.Since(opened))
+			}
+			mu.Unlock()
 			sink(len(msgs))
 			done.Add(-len(msgs))
 			return nil
 		}, executor.WithMaxBatch(batchMax))
-		run(b, e, &done, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
+		opening := func() {
+			mu.Lock()
+			firsts += last
+			last = 0
+			clear(started)
+			opened = time.Now()
+			mu.Unlock()
+		}
+		run(b, e, &done, opening, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
+		mu.Lock()
+		firsts += last
+		mu.Unlock()
 		b.ReportMetric(float64(calls.Load())/float64(b.N*batchKeys), "calls/key")
+		b.ReportMetric(float64(firsts)/float64(b.N)/float64(time.Millisecond), "first-ms/op")
 	})
 	b.Run("impl=per-message", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
 		fn := func(context.Context) error { sink(1); done.Done(); return nil }
-		run(b, e, &done, func(k string, _ int) error { return e.Go(ctx, k, fn) })
+		run(b, e, &done, nil, func(k string, _ int) error { return e.Go(ctx, k, fn) })
 	})
 	b.Run("impl=ideal", func(b *testing.B) {
 		for range b.N {

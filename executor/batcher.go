@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -93,6 +94,7 @@ type Batcher[K comparable, M any] struct {
 	e     *Executor[K]
 	fn    BatchFunc[K, M]
 	group mailbox.Group
+	jobs  sync.Pool // *[]*job[K]: run's scratch list of a run's jobs
 }
 
 // ErrNilBatcher means a method was called on a nil *Batcher, or on a zero
@@ -118,28 +120,38 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 		}
 	}
 	b := &Batcher[K, M]{e: e, fn: fn}
-	// A run is one call, of one key's messages: in striped mode keys that
-	// share a stripe queue together, and a message of the next key waits,
-	// not started, where a Close that gives up finds it.
-	b.group = mailbox.Group{Max: cfg.max, Run: b.run, Same: func(a, c *mailbox.Turn) bool {
-		return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
-	}}
+	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
+	if e.cfg.stripes > 0 {
+		// A run is one call, of one key's messages: in striped mode keys
+		// that share a stripe queue together, and a message of the next
+		// key waits, not started, where a Close that gives up finds it.
+		// Without stripes a mailbox queues one key, and the drive loop
+		// need not ask.
+		b.group.Same = func(a, c *mailbox.Turn) bool {
+			return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
+		}
+	}
 	return b, nil
 }
 
 // batchSubmit is a message submitted with Batcher.Submit: an asynchronous
 // job and its message, in one object.
+//
+// g and msg come first, next to the job's Turn: a drive loop cutting a
+// batch asks each queued message for its group, and run reads its
+// message, and a queued message's first touch is a cache miss, so they
+// share a cache line with what the drive loop reads anyway.
 type batchSubmit[K comparable, M any] struct {
-	submission[K]
-	msg M
 	g   *mailbox.Group
+	msg M
+	submission[K]
 }
 
 // batchDo is a message submitted with Batcher.Do.
 type batchDo[K comparable, M any] struct {
-	job[K]
-	msg M
 	g   *mailbox.Group
+	msg M
+	job[K]
 }
 
 func (m *batchSubmit[K, M]) message() M { return m.msg }
@@ -263,25 +275,58 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 			})
 		}
 	}()
-	jobs := make([]*job[K], 0, len(ts))
+	// jobs is scratch, reused: nothing keeps it once the run returns.
+	// msgs is fn's to keep, so each call gets its own.
+	scratch, _ := b.jobs.Get().(*[]*job[K])
+	if scratch == nil {
+		scratch = new([]*job[K])
+	}
+	jobs := (*scratch)[:0]
 	msgs := make([]M, 0, len(ts))
+	// The batch starts now: a Close that gives up later sees it running.
+	closed := e.force.Err() != nil
 	for _, t := range ts {
-		j := jobOf[K](t)
-		if err := j.ctx.caller().Err(); err != nil {
-			e.abandon(j, err) // left out: its ctx ended before the batch started
-			t.Leave()         // its Wait returns, and its room is free, now
-			continue
+		// Most messages are met here for the first time since they were
+		// queued, so each read is a likely cache miss, and a read that
+		// waits for another stalls the loop: the message, its job and
+		// (for Submit's, whose context is part of it) its context come
+		// from one type switch, with no interface lookup and no load of
+		// j.ctx, so the misses of successive messages overlap; a
+		// caller's context.Background() is known without reading it.
+		var j *job[K]
+		var c *taskCtx[K]
+		var msg M
+		switch w := t.Work().(type) {
+		case *batchSubmit[K, M]:
+			j, c, msg = &w.job, &w.ctx, w.msg // Submit bound w.ctx to w.job
+		case *batchDo[K, M]:
+			j, msg = &w.job, w.msg
+			c = j.ctx
+		default: // not reached: the group holds only this Batcher's messages
+			j, msg = jobOf[K](t), t.Work().(message[M]).message()
+			c = j.ctx
 		}
-		if e.force.Err() != nil {
+		if p := c.parent; p != &background {
+			if err := (*p).Err(); err != nil {
+				e.abandon(j, err) // left out: its ctx ended before the batch started
+				t.Leave()         // its Wait returns, and its room is free, now
+				continue
+			}
+		}
+		if closed {
 			e.abandon(j, ErrClosed)
 			t.Leave()
 			continue
 		}
 		jobs = append(jobs, j)
-		msgs = append(msgs, t.Work().(message[M]).message())
+		msgs = append(msgs, msg)
 	}
+	all := jobs
 	for len(jobs) > 0 {
 		n := 1
+		if b.group.Same == nil {
+			n = len(jobs) // without stripes, a mailbox queues one key
+		}
 		for n < len(jobs) && jobs[n].ctx.key == jobs[0].ctx.key {
 			n++
 		}
@@ -290,6 +335,9 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 		b.call(now, nowMsgs)
 	}
 	done = true
+	clear(all)
+	*scratch = all[:0]
+	b.jobs.Put(scratch)
 }
 
 // call runs fn on one key's messages and ends each of their jobs with its
@@ -303,7 +351,11 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	// The batch's context marks the key as held; a nested call borrows
 	// the first message's job's slot count (it is alive until the batch
 	// settles).
-	c := newTaskCtx[K](context.WithoutCancel(first.caller()))
+	caller := first.caller()
+	if caller != background { // context.Background() is its own WithoutCancel
+		caller = context.WithoutCancel(caller)
+	}
+	c := newTaskCtx[K](caller)
 	c.key, c.st = first.key, unsafe.Pointer(&jobs[0].core)
 	var start time.Time
 	returned := false // fn returned, or its panic was recovered and reported

@@ -370,3 +370,65 @@ func TestBatcherClose(t *testing.T) {
 		checkBalanced(t, e)
 	}
 }
+
+// TestBatcherStripedKeys: in striped mode, messages of keys that share a
+// stripe and are queued back to back go to one call per key, in order; a
+// batch holds messages of Submit and Do alike; fn's ctx carries the values
+// of the batch's first message's ctx, and a message whose ctx ended while
+// queued is left out.
+func TestBatcherStripedKeys(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithStripes(1))
+	type ctxKey struct{}
+	var mu sync.Mutex
+	var calls []string
+	b := newBatcher(t, e, func(ctx context.Context, key string, msgs []int) error {
+		mu.Lock()
+		calls = append(calls, fmt.Sprintf("%s%v:%v", key, msgs, ctx.Value(ctxKey{})))
+		mu.Unlock()
+		return nil
+	})
+	g, _ := block(t, e, "any") // one stripe: every key waits behind it
+	bg := context.Background()
+	tagged := context.WithValue(bg, ctxKey{}, "tag")
+	gone, cancel := context.WithCancel(bg)
+	var tasks []*executor.Task
+	sub := func(ctx context.Context, key string, msg int) *executor.Task {
+		task, err := b.Submit(ctx, key, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks = append(tasks, task)
+		return task
+	}
+	sub(bg, "a", 1)
+	sub(bg, "a", 2)
+	sub(tagged, "b", 3)
+	left := sub(gone, "b", 4)
+	sub(bg, "b", 5)
+	dos := make(chan error, 1)
+	go func() { dos <- b.Do(bg, "b", 6) }()
+	eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 6 })
+	sub(bg, "a", 7)
+	cancel()
+	g.open()
+	for _, task := range tasks {
+		err := task.Wait(bg)
+		if task == left {
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("message with an ended ctx: got %v; want context.Canceled", err)
+			}
+		} else if err != nil {
+			t.Errorf("message: got %v; want nil", err)
+		}
+	}
+	if err := recv(t, "Do", dos); err != nil {
+		t.Errorf("Do: got %v; want nil", err)
+	}
+	mu.Lock()
+	got := fmt.Sprint(calls)
+	mu.Unlock()
+	if want := "[a[1 2]:<nil> b[3 5 6]:tag a[7]:<nil>]"; got != want {
+		t.Errorf("calls: got %s; want %s", got, want)
+	}
+	waitIdle(t, e)
+}
