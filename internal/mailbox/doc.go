@@ -12,9 +12,10 @@
 // with pool.Go. A drive loop takes up to its throughput of a mailbox's
 // queued tasks as one batch (one lock round trip), runs them in a row, and
 // then yields its slot to the next ready mailbox, if one waits (otherwise it
-// takes the next batch). A task that nothing can cancel or wait on can be
-// queued without a Turn, as a slot in a ring the mailbox reuses (see
-// Plain), in the same FIFO order.
+// takes the next batch). A single-key exclusive task that nobody
+// needs to find through a Turn can be queued without one, as a slot in a
+// ring the mailbox reuses (see Plain), in the same FIFO order; its owner
+// can still take it out (TakePlain).
 //
 // A Mailbox has no lock of its own: it is guarded by the lock of the router
 // shard that maps its key, so that "this mailbox is idle" and "remove it from

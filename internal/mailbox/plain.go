@@ -9,9 +9,10 @@ import (
 
 // Plain tasks.
 //
-// Most fire-and-forget work is a single-key exclusive task that nothing can
-// cancel, wait on or inspect while it is queued: no Turn is needed for it.
-// Such a task is queued as a plain slot, the function and an arg for the
+// Most fire-and-forget work is a single-key exclusive task that nobody
+// needs to find through a Turn while it is queued: its owner may take it
+// out again (TakePlain: its ctx ended, or Close gave up), but needs no
+// Turn for that. Such a task is queued as a plain slot, the function and an arg for the
 // runner's Plain (which makes of it what the task needs as it runs), in
 // a ring that the mailbox keeps and reuses, so it costs no per-task queue
 // node. The drive loop reads the slots of a batch one after another, which
