@@ -12,23 +12,28 @@ import (
 
 // Plain tasks.
 //
-// A Go or a Submit whose ctx never ends (its Done is nil, as
-// context.Background's is) cannot be canceled, and on an executor without
-// stripes nothing needs its Turn: it is queued as a plain slot of its key's
-// mailbox (see mailbox.Plain), which the mailbox reuses, instead of as a
-// job with a queue node of its own. Such a task allocates one object. For
-// a Submit it is fn's ctx and the caller's Task together (plainSub), made
-// by the caller, who keeps the Task. For a Go it is fn's ctx. A Go whose
-// ctx is context.Background() itself, the common plain Go, queues nothing
-// but fn (its slot's arg is nil: see plainArg), and its ctx is made only as
-// the task runs, by the goroutine that runs it (plainRunner), the key being
-// the mailbox's: a waiting Go then costs no ctx and an 8-byte slot, one
-// pointer for the collector to scan, and the ctx's memory is written on the
-// core that reads it, rather than by the caller for a worker on another
-// core to fetch. A Go with any other ctx has its ctx made by the caller,
-// since a slot's arg is one pointer, not the caller's ctx. Either way the ctx's core is the
-// mailbox's, which the mailbox's plain tasks use one after another
-// (plainCore).
+// On an executor without stripes every Go and Submit is a plain task,
+// whatever its ctx: nothing needs its Turn, so it is queued as a plain
+// slot of its key's mailbox (see mailbox.Plain), which the mailbox reuses,
+// instead of as a job with a queue node of its own. Such a task allocates
+// one object. For a Submit it is fn's ctx and the caller's Task together
+// (plainSub), made by the caller, who keeps the Task. For a Go it is fn's
+// ctx, in a plainSub too. A Go whose ctx is context.Background() itself,
+// the common plain Go, queues nothing but fn (its slot's arg is nil: see plainArg), and its ctx
+// is made only as the task runs, by the goroutine that runs it
+// (plainRunner), the key being the mailbox's: a waiting Go then costs no
+// ctx and an 8-byte slot, one pointer for the collector to scan, and the
+// ctx's memory is written on the core that reads it, rather than by the
+// caller for a worker on another core to fetch. A Go with any other ctx
+// has its ctx made by the caller, since a slot's arg is one pointer, not
+// the caller's ctx. Either way the ctx's core is the mailbox's, which the
+// mailbox's plain tasks use one after another (plainCore).
+//
+// A plain task whose ctx ends while it waits is noticed lazily, as any
+// queued task's (see "Lazy cancellation" in admit.go): as it would start
+// (runPlain), by a sweep at a cap, or by a Wait on its Task, which sweeps
+// its key (withdrawPlain); the sweep takes it out of the ring with
+// mailbox.TakePlain, even from a running batch, and ends it (endTaken).
 //
 // Admission is enter's. A key at its cap under a waiting policy parks the
 // task as a job of its own (waitPlain), like any other, since a parked task
@@ -58,9 +63,9 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	// it was submitted with, so their ctx is made here.
 	var arg unsafe.Pointer
 	if ctx != background || e.keyCheck != checkNone {
-		c := newTaskCtx[K](ctx)
-		c.key = key
-		arg = goArg(c)
+		s := newPlainSub[K](ctx) // its Task is not used: nobody waits for a Go
+		s.ctx.key = key
+		arg = unsafe.Pointer(s)
 	}
 	e.queuePlain(m, fn, arg)
 	return nil
@@ -72,30 +77,21 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 var background = context.Background()
 
 // A plain task's arg, as its mailbox slot keeps it (one pointer: see
-// mailbox.Plain), is one of:
-//
-//   - nil: a Go whose ctx is context.Background(); its ctx is made as it
-//     runs (goCtx);
-//   - a *plainSub: a Submit;
-//   - a *taskCtx with its lowest bit set (goArg): a Go with another ctx,
-//     its ctx made by the caller, the core still to set. The bit is in the
-//     context's first byte, so the arg is still a pointer into the object,
-//     which keeps it alive; it is never read through before the bit is
-//     cleared (plainArg).
+// mailbox.Plain), is nil for a Go whose ctx is context.Background(), whose
+// ctx is made as it runs (goCtx), and otherwise its *plainSub: a Submit's
+// (its Task's ops set), or a Go's (its ctx made by the caller; no ops, its
+// Task never used).
 
-// goArg is the arg of a plain Go whose ctx c its caller made.
-func goArg[K comparable](c *taskCtx[K]) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(c), 1) }
+// plainArg decodes a plain task's arg: its plainSub, nil for a Go made
+// with context.Background().
+func plainArg[K comparable](arg unsafe.Pointer) *plainSub[K] { return (*plainSub[K])(arg) }
 
-// plainArg decodes a plain task's arg: a Submit's plainSub, or a Go's
-// ctx if its caller made one (see goArg), or neither (nil, nil).
-func plainArg[K comparable](arg unsafe.Pointer) (*plainSub[K], *taskCtx[K]) {
-	switch {
-	case arg == nil:
-		return nil, nil
-	case uintptr(arg)&1 != 0:
-		return nil, (*taskCtx[K])(unsafe.Add(arg, -1))
+// taskOf is the Task of a Submit's plainSub, nil for a Go's.
+func (s *plainSub[K]) taskOf() *Task {
+	if s.task.ops == nil {
+		return nil
 	}
-	return (*plainSub[K])(arg), nil
+	return &s.task
 }
 
 // doPlain is an exclusive Do on an executor without stripes, made from
@@ -279,7 +275,9 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 
 // plainSub is what a plain Submit allocates, in one object: the caller's
 // Task and fn's ctx (48 bytes with a string key and context.Background();
-// with another ctx, 64, in a plainSubHome). It keeps no result: fn's
+// with another ctx, 64, in a plainSubHome). A plain Go with a ctx of its
+// own allocates one too, its Task unused (no ops), so that every plain
+// arg is one type. It keeps no result: fn's
 // error, or why it never ran, goes to the Task's waiters (Task.fail), made
 // only for a task that fails. A Wait from inside a task finds a queued
 // plainSub in its mailbox's queue by its address (see plainAhead), so it
@@ -418,7 +416,7 @@ func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) err
 	j.turn.Init(w, false)
 	p, err := e.waitRoom(ctx, j, m, nil)
 	if err == nil && p == queuedLent {
-		e.innermost(ctx).unlend(e.runner, true) // ctx never ends: nothing to watch first
+		e.innermost(ctx).unlend(e.runner, true) // queued: the task may go on
 	}
 	return err
 }
@@ -570,7 +568,7 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) unsafe.Pointer {
 // account for it and the key has room for the next, as after a job's
 // Settle. For a plain Go it does nothing: nobody waits.
 func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
-	if s, _ := plainArg[K](arg); s != nil {
+	if s := plainArg[K](arg); s != nil && s.taskOf() != nil {
 		s.task.end()
 	}
 }
@@ -582,14 +580,10 @@ func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
 // has no Task, and its ctx, unless its caller made it, is made now
 // (goCtx). Either way m has its core by then (see goCtx).
 func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int) (*taskCtx[K], *Task) {
-	switch s, c := plainArg[K](arg); {
-	case s != nil:
-		// Before fn sees the ctx; a Wait on the Task may be reading it.
+	if s := plainArg[K](arg); s != nil {
+		// Before fn sees the ctx; a Wait on a Submit's Task may be reading it.
 		atomic.StorePointer(&s.ctx.st, m.Aux())
-		return &s.ctx, &s.task
-	case c != nil:
-		c.st = m.Aux() // nothing but this task has seen c
-		return c, nil
+		return &s.ctx, s.taskOf()
 	}
 	return e.goCtx(m, left), nil
 }
@@ -683,13 +677,8 @@ func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg unsafe.Pointer
 // ctxEnded reports whether the ctx of the plain task queued with arg (see
 // plainArg) has ended; a Go with context.Background() has none to end.
 func ctxEnded[K comparable](arg unsafe.Pointer) bool {
-	switch s, c := plainArg[K](arg); {
-	case s != nil:
-		return s.ctx.caller().Err() != nil
-	case c != nil:
-		return c.caller().Err() != nil
-	}
-	return false
+	s := plainArg[K](arg)
+	return s != nil && s.ctx.caller().Err() != nil
 }
 
 // takeAll is TakePlain's drop for a giving-up Close: every task.
