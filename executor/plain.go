@@ -563,11 +563,13 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) unsafe.Pointer {
 	return unsafe.Pointer((*Executor[K])(p).newPlainCore(m))
 }
 
-// SettlePlain ends a plain Submit's Task once the task's place in its
-// mailbox is free (mailbox.Plain): by then the result is written, Stats
-// account for it and the key has room for the next, as after a job's
-// Settle. For a plain Go it does nothing: nobody waits.
+// SettlePlain gives back a plain task's reservation and ends a plain
+// Submit's Task once the task's place in its mailbox is free
+// (mailbox.Plain), as a job's Settle does: by then the result is written,
+// Stats account for it and the key has room for the next, so that a
+// submission let in by the reservation finds that room.
 func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
+	(*Executor[K])(p).releasePlain()
 	if s := plainArg[K](arg); s != nil && s.taskOf() != nil {
 		s.task.end()
 	}
@@ -608,9 +610,8 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	return c
 }
 
-// runPlain runs a plain task's fn with context c, as job.Run runs a job's,
-// then gives back the task's reservation, since no Settle follows a plain
-// task. The Task t (a Submit's) receives fn's error; if it is nil (a
+// runPlain runs a plain task's fn with context c, as job.Run runs a job's
+// (SettlePlain follows, once its place is free). The Task t (a Submit's) receives fn's error; if it is nil (a
 // Go's), a failure goes to the error handler. A task whose ctx ended while
 // it waited, or that a giving-up Close abandoned, is not run: it is
 // accounted as canceled, and the key's next task goes on at once.
@@ -620,7 +621,6 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 		err = ErrClosed
 	}
 	if err != nil {
-		defer e.releasePlain() // after the callbacks, even if one calls runtime.Goexit
 		e.plainAbandoned(c, t, err)
 		return
 	}
@@ -629,13 +629,11 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 }
 
 // plainEnded accounts for a plain task (with context c, and Task t as for
-// runPlain) whose fn ended with err, and gives back its reservation once
-// the callbacks have heard of it, even if one calls runtime.Goexit.
+// runPlain) whose fn ended with err.
 func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outcome, start time.Time) {
 	if t != nil {
 		t.fail(err) // before the callbacks: one may never return
 	}
-	defer e.releasePlain()
 	e.finished(c, plainCounts(c.job()), nil, t == nil, err, outcome, start)
 }
 
@@ -704,10 +702,8 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer, why error
 		m.DonePlain()
 		if e.batchRelease {
 			e.settlePlain(m, 1)
-		} else {
-			e.unreserve()
 		}
-		(*plainRunner[K])(e).SettlePlain(arg)
+		(*plainRunner[K])(e).SettlePlain(arg) // the reservation, without batchRelease
 	}()
 	c, t := e.plainTask(m, arg, 0)
 	if why == nil {

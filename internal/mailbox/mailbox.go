@@ -276,13 +276,20 @@ func (m *Mailbox) ServiceTime() time.Duration {
 }
 
 // Park puts e in the waiting room until the queue has room; its task's
-// Admit is called when it enters the queue (locked).
+// Promote is called when it enters the queue (locked), perhaps at once.
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.at = inRoom
 	x := m.more()
 	x.park.push(e)
 	x.parked.Add(1)
+	// A running batch frees a task's place unlocked (ranBatched: pending
+	// first, then a look for parked submissions), so the place may have
+	// been freed since the owner found the key full under this lock. Look
+	// again now that e is counted: either this sees the place, or the
+	// batch's look sees e. Only a running batch frees places unlocked, so
+	// whatever this admits is found by that batch's loop: no wake is due.
+	m.promote()
 }
 
 // Unpark takes e out of the waiting room if it is still there, and reports
