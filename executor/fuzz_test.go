@@ -402,7 +402,10 @@ type fuzzRun struct {
 
 	// Calls waiting for room (blocking mode), FIFO.
 	parkedG []*fuzzTask
-	parkedK [fuzzKeys][]*fuzzTask
+	// entering: a call let in from parkedG is taking its place in its
+	// key's queue; nobody else is let in meanwhile (see made).
+	entering bool
+	parkedK  [fuzzKeys][]*fuzzTask
 
 	trace []string // what each step did, for failure reports
 
@@ -1600,10 +1603,15 @@ func (r *fuzzRun) made(qs []int) {
 			}
 		}
 	}
-	for len(r.parkedG) > 0 && r.reservations() < r.globalCap {
+	// One waiter at a time is let in from the global room: the next only
+	// once it has its place (or was refused), even if its admission sweeps
+	// and so ends tasks (a made within this one), as the room's turn does.
+	for !r.entering && len(r.parkedG) > 0 && r.reservations() < r.globalCap {
 		ft := r.parkedG[0]
 		r.parkedG = r.parkedG[1:]
+		r.entering = true
 		r.arriveKey(ft)
+		r.entering = false
 	}
 }
 
