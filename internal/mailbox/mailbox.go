@@ -787,6 +787,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		if g := e.t.group(); g != nil {
 			// A run of the group: the turns that win their start, up to
 			// Max entries, go to one Run.
+			if buf == nil {
+				buf = make([]*Turn, 0, min(g.Max, 1024))
+			}
 			buf = buf[:0]
 			f := e
 			for k := 0; f != nil && f.t.group() == g && k < g.Max && g.joins(e.t, f.t); k++ {
