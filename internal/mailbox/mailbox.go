@@ -706,6 +706,11 @@ func (m *Mailbox) drive(budget int) *Turn {
 // (a task of the caller's) once unlocked, and returns how many tasks it took
 // (a run of one group, up to its Max, counts as one: see Group).
 //
+// A group's run ends the batch: the tasks before it go with it, but what
+// follows it waits for the next batch of the same drive loop. So a long
+// queue of a group's turns is taken a run at a time, and its first Run
+// starts without walking the whole queue first.
+//
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
 // instead of two per task. While it runs, m.hold is holdPlain: nothing else
@@ -721,8 +726,8 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	inRun := 0      // turns taken of that run
 	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
 		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
-			if n == budget {
-				break
+			if n == budget || g != nil {
+				break // the budget is spent, or a group's run ends the batch
 			}
 			n++ // a new unit: a turn, or the first of a group's run
 			g, start, inRun = eg, e.t, 0
