@@ -760,12 +760,14 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 	var grouped []*Turn // the turns of a group in Run, if any
 	var after *Entry    // the entry after that group's run
 	defer func() {
+		// The fresh loop's closure captures copies: capturing ran or after
+		// themselves would move them to the heap on every call.
 		switch {
 		case running != nil:
-			next := running.next // read before the task settles
+			next, n := running.next, ran+1 // read before the task settles
 			m.finishRun(running.t)
 			m.home.r.takeOver(func() {
-				m.runFrom(next, ran+1)
+				m.runFrom(next, n)
 				m.home.mu.Lock()
 				m.endBatch()
 				m.home.mu.Unlock()
@@ -776,9 +778,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 					m.finishRun(t)
 				}
 			}
-			n := len(grouped)
+			next, n := after, ran+len(grouped)
 			m.home.r.takeOver(func() {
-				m.runFrom(after, ran+n)
+				m.runFrom(next, n)
 				m.home.mu.Lock()
 				m.endBatch()
 				m.home.mu.Unlock()
