@@ -202,7 +202,9 @@ func FuzzExecutor(f *testing.F) {
 	// striped and exiting, a Goexit in a run's first call ends the later
 	// one's messages unrun; Batcher.Do alone inline, then queued with
 	// others; under Block a message waiting for key room joins the batch;
-	// a giving-up Close with messages queued.
+	// a giving-up Close with messages queued; with WithThroughput(3) and
+	// WithMaxBatch(2), a run ends its loop's batch, so a message queued
+	// while the run goes joins the next run.
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 1, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 2, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
@@ -213,6 +215,7 @@ func FuzzExecutor(f *testing.F) {
 	f.Add([]byte{1, 0, 0, 0x08, 0x0a, 0x09, 0, 0, 5, 0, 0, 0, 0, 0x09, 0, 0, 0x09, 0, 0x40, 0x08, 0, 0, 5, 0, 5, 0})
 	f.Add([]byte{1, 0x80, 2, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 5, 0})
 	f.Add([]byte{1, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 7, 1, 5, 0})
+	f.Add([]byte{0, 2, 0, 0x08, 0x06, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0})
 	// Both (0x03 and WithMaxBatch(3)): a nested call from inside a batch's
 	// fn; a cycle through a batch blocked in a nested Do (refused); a Wait
 	// on a running message whose batch then calls into the waiter's key
@@ -1937,7 +1940,7 @@ func (r *fuzzRun) notice(ft *fuzzTask) {
 // WithThroughput units: a loop detaches the exclusive single-key tasks at
 // the head of the queue, as many units as its budget has left (a unit is a
 // task, or a run of up to WithMaxBatch consecutive messages of one key,
-// which one call of the BatchFunc gets), runs
+// which one call of the BatchFunc gets; a run ends the batch), runs
 // them in order, and detaches again while budget is left and the head is
 // such a task; else it ends (and if it ran out of budget a fresh loop comes
 // once a worker is free). So a batch is what was queued when its loop
@@ -2006,8 +2009,8 @@ func (r *fuzzRun) detach(q, budget int) {
 			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
 			continue
 		}
-		if len(d.units) == budget {
-			break
+		if n := len(d.units); n == budget || n > 0 && d.units[n-1].group {
+			break // the budget is spent, or a run of messages ends the batch
 		}
 		d.units = append(d.units, fuzzUnit{group: ft.msg, tasks: []*fuzzTask{ft}})
 	}

@@ -713,6 +713,11 @@ func (m *Mailbox) drive(budget int) *Turn {
 // (a task of the caller's) once unlocked, and returns how many tasks it took
 // (a run of one group, up to its Max, counts as one: see Group).
 //
+// A group's run ends the batch: the tasks before it go with it, but what
+// follows it waits for the next batch of the same drive loop. So a long
+// queue of a group's turns is taken a run at a time, and its first Run
+// starts without walking the whole queue first.
+//
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
 // instead of two per task. While it runs, m.hold is holdPlain: nothing else
@@ -728,8 +733,8 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	inRun := 0      // turns taken of that run
 	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
 		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
-			if n == budget {
-				break
+			if n == budget || g != nil {
+				break // the budget is spent, or a group's run ends the batch
 			}
 			n++ // a new unit: a turn, or the first of a group's run
 			g, start, inRun = eg, e.t, 0
@@ -762,12 +767,14 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 	var grouped []*Turn // the turns of a group in Run, if any
 	var after *Entry    // the entry after that group's run
 	defer func() {
+		// The fresh loop's closure captures copies: capturing ran or after
+		// themselves would move them to the heap on every call.
 		switch {
 		case running != nil:
-			next := running.next // read before the task settles
+			next, n := running.next, ran+1 // read before the task settles
 			m.finishRun(running.t)
 			m.home.r.takeOver(func() {
-				m.runFrom(next, ran+1)
+				m.runFrom(next, n)
 				m.home.mu.Lock()
 				m.endBatch()
 				m.home.mu.Unlock()
@@ -778,9 +785,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 					m.finishRun(t)
 				}
 			}
-			n := len(grouped)
+			next, n := after, ran+len(grouped)
 			m.home.r.takeOver(func() {
-				m.runFrom(after, ran+n)
+				m.runFrom(next, n)
 				m.home.mu.Lock()
 				m.endBatch()
 				m.home.mu.Unlock()
@@ -794,6 +801,9 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 		if g := e.t.group(); g != nil {
 			// A run of the group: the turns that win their start, up to
 			// Max entries, go to one Run.
+			if buf == nil {
+				buf = make([]*Turn, 0, min(g.Max, 1024))
+			}
 			buf = buf[:0]
 			f := e
 			for k := 0; f != nil && f.t.group() == g && k < g.Max && g.joins(e.t, f.t); k++ {
