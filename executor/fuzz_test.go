@@ -203,8 +203,8 @@ func FuzzExecutor(f *testing.F) {
 	// one's messages unrun; Batcher.Do alone inline, then queued with
 	// others; under Block a message waiting for key room joins the batch;
 	// a giving-up Close with messages queued; with WithThroughput(3) and
-	// WithMaxBatch(2), a run ends its loop's batch, so a message queued
-	// while the run goes joins the next run.
+	// WithMaxBatch(2), runs of messages queued together are cut together
+	// (a batch ends at a run only once it holds 64 tasks).
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0, 0, 0, 0, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
 	f.Add([]byte{0, 0, 0, 0x08, 0x0a, 0, 0, 0, 0x08, 0, 0, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 1, 0x08, 0, 0x40, 0x08, 0, 0, 0x08, 0, 2, 0x08, 0, 0, 5, 0, 5, 0, 5, 0, 5, 0})
@@ -1940,7 +1940,8 @@ func (r *fuzzRun) notice(ft *fuzzTask) {
 // WithThroughput units: a loop detaches the exclusive single-key tasks at
 // the head of the queue, as many units as its budget has left (a unit is a
 // task, or a run of up to WithMaxBatch consecutive messages of one key,
-// which one call of the BatchFunc gets; a run ends the batch), runs
+// which one call of the BatchFunc gets; a run ends the batch once it holds
+// 64 tasks, the mailbox's cutRuns), runs
 // them in order, and detaches again while budget is left and the head is
 // such a task; else it ends (and if it ran out of budget a fresh loop comes
 // once a worker is free). So a batch is what was queued when its loop
@@ -1990,6 +1991,15 @@ func (r *fuzzRun) plain(ft *fuzzTask) bool {
 	return (ft.kind == "Go" || ft.kind == "Submit") && !r.striped && !ft.keyParked
 }
 
+// unitTasks is how many tasks units hold.
+func unitTasks(units []fuzzUnit) int {
+	n := 0
+	for _, u := range units {
+		n += len(u.tasks)
+	}
+	return n
+}
+
 // detach is a drive loop of queue q detaching its batch with budget.
 func (r *fuzzRun) detach(q, budget int) {
 	d := &r.drv[q]
@@ -2009,8 +2019,8 @@ func (r *fuzzRun) detach(q, budget int) {
 			d.units[n-1].tasks = append(d.units[n-1].tasks, ft)
 			continue
 		}
-		if n := len(d.units); n == budget || n > 0 && d.units[n-1].group {
-			break // the budget is spent, or a run of messages ends the batch
+		if n := len(d.units); n == budget || n > 0 && d.units[n-1].group && unitTasks(d.units) >= 64 {
+			break // the budget is spent, or enough runs of messages (the mailbox's cutRuns)
 		}
 		d.units = append(d.units, fuzzUnit{group: ft.msg, tasks: []*fuzzTask{ft}})
 	}

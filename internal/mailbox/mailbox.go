@@ -708,15 +708,24 @@ func (m *Mailbox) drive(budget int) *Turn {
 	}
 }
 
+// cutRuns is how many turns a batch takes at most once a group's run
+// ends in it: the cut walks every turn it takes, cold in the cache, before
+// the first one runs, so a batch of large runs (a Batcher's) is cut one run
+// at a time, and its first call starts after a walk of one run, not of
+// every run the budget allows; small runs are still cut together, so that
+// a batch of them costs no more lock round trips than before.
+const cutRuns = 64
+
 // runBatch runs a batch of the single-key exclusive tasks at the head of the
 // queue, up to budget, with m locked on entry and on return; it settles done
 // (a task of the caller's) once unlocked, and returns how many tasks it took
 // (a run of one group, up to its Max, counts as one: see Group).
 //
-// A group's run ends the batch: the tasks before it go with it, but what
-// follows it waits for the next batch of the same drive loop. So a long
-// queue of a group's turns is taken a run at a time, and its first Run
-// starts without walking the whole queue first.
+// A group's run ends the batch once the batch holds cutRuns turns: the
+// tasks before it go with it, but what follows it waits for the next batch
+// of the same drive loop. So a long queue of a group's large runs is taken
+// a run at a time, and its first Run starts without walking the whole
+// queue first.
 //
 // The batch is detached from the queue under one lock and run without
 // taking the lock again, so a busy key costs two lock round trips per batch
@@ -731,15 +740,17 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	var g *Group    // the group of the run being taken, if any
 	var start *Turn // the turn that starts that run
 	inRun := 0      // turns taken of that run
+	taken := 0      // turns taken in all
 	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
 		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
-			if n == budget || g != nil {
-				break // the budget is spent, or a group's run ends the batch
+			if n == budget || g != nil && taken >= cutRuns {
+				break // the budget is spent, or enough of a group's runs
 			}
 			n++ // a new unit: a turn, or the first of a group's run
 			g, start, inRun = eg, e.t, 0
 		}
 		inRun++
+		taken++
 		e.at = inBatch
 		last = e
 	}
