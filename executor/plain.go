@@ -18,15 +18,15 @@ import (
 // instead of as a job with a queue node of its own. Such a task allocates
 // one object. For a Submit it is fn's ctx and the caller's Task together
 // (plainSub), made by the caller, who keeps the Task. For a Go it is fn's
-// ctx, in a plainSub too. A Go whose ctx is context.Background() itself,
-// the common plain Go, queues nothing but fn (its slot's arg is nil: see plainArg), and its ctx
-// is made only as the task runs, by the goroutine that runs it
-// (plainRunner), the key being the mailbox's: a waiting Go then costs no
-// ctx and an 8-byte slot, one pointer for the collector to scan, and the
-// ctx's memory is written on the core that reads it, rather than by the
-// caller for a worker on another core to fetch. A Go with any other ctx
-// has its ctx made by the caller, since a slot's arg is one pointer, not
-// the caller's ctx. Either way the ctx's core is the mailbox's, which the
+// ctx alone (a taskCtx). A Go whose ctx is context.Background() itself,
+// the common plain Go, queues nothing but fn (its slot's arg is nil: see
+// plainArg), and its ctx is made only as the task runs, by the goroutine
+// that runs it (plainRunner), the key being the mailbox's: a waiting Go
+// then costs no ctx and an 8-byte slot, one pointer for the collector to
+// scan, and the ctx's memory is written on the core that reads it, rather
+// than by the caller for a worker on another core to fetch. A Go with any
+// other ctx has its ctx made by the caller, with a home for the caller's
+// ctx (newTaskCtx). Either way the ctx's core is the mailbox's, which the
 // mailbox's plain tasks use one after another (plainCore).
 //
 // A plain task whose ctx ends while it waits is noticed lazily, as any
@@ -61,11 +61,11 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	// identical (checkNone). Equal keys of other types may still differ
 	// (+0.0 and -0.0, interfaces holding them), and a task reports the key
 	// it was submitted with, so their ctx is made here.
-	var arg unsafe.Pointer
+	var arg any // nil, not a nil *taskCtx: see plainArg
 	if ctx != background || e.keyCheck != checkNone {
-		s := newPlainSub[K](ctx) // its Task is not used: nobody waits for a Go
-		s.ctx.key = key
-		arg = unsafe.Pointer(s)
+		c := newTaskCtx[K](ctx)
+		c.key = key
+		arg = c
 	}
 	e.queuePlain(m, fn, arg)
 	return nil
@@ -76,22 +76,19 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 // first, so it never calls the == of a caller's ctx type.
 var background = context.Background()
 
-// A plain task's arg, as its mailbox slot keeps it (one pointer: see
-// mailbox.Plain), is nil for a Go whose ctx is context.Background(), whose
-// ctx is made as it runs (goCtx), and otherwise its *plainSub: a Submit's
-// (its Task's ops set), or a Go's (its ctx made by the caller; no ops, its
-// Task never used).
-
-// plainArg decodes a plain task's arg: its plainSub, nil for a Go made
-// with context.Background().
-func plainArg[K comparable](arg unsafe.Pointer) *plainSub[K] { return (*plainSub[K])(arg) }
-
-// taskOf is the Task of a Submit's plainSub, nil for a Go's.
-func (s *plainSub[K]) taskOf() *Task {
-	if s.task.ops == nil {
-		return nil
+// plainArg decodes a plain task's arg, as its mailbox slot keeps it (see
+// mailbox.Plain): a Submit's is its *plainSub, whose Task it returns with
+// its ctx; a Go's its *taskCtx (made by the caller), with no Task; a Go
+// whose ctx is context.Background() has none (nil, nil: its ctx is made
+// as it runs, see goCtx).
+func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
+	switch a := arg.(type) {
+	case *plainSub[K]:
+		return &a.ctx, &a.task
+	case *taskCtx[K]:
+		return a, nil
 	}
-	return &s.task
+	return nil, nil
 }
 
 // doPlain is an exclusive Do on an executor without stripes, made from
@@ -126,7 +123,7 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 	}
 	if slot != noSlot {
 		c := e.newCtx(m, ctx)
-		c.key, c.st = key, unsafe.Pointer(e.plainCore(m))
+		c.key, c.st = key, unsafe.Pointer(&e.plainCore(m).core)
 		m.HoldPlain()
 		if slot == ownSlot && e.obs == nil && !e.ages {
 			m.Release()
@@ -275,9 +272,8 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 
 // plainSub is what a plain Submit allocates, in one object: the caller's
 // Task and fn's ctx (48 bytes with a string key and context.Background();
-// with another ctx, 64, in a plainSubHome). A plain Go with a ctx of its
-// own allocates one too, its Task unused (no ops), so that every plain
-// arg is one type. It keeps no result: fn's
+// with another ctx, 64, in a plainSubHome); a plain Go with a ctx of its
+// own allocates only the ctx (see plainArg). It keeps no result: fn's
 // error, or why it never ran, goes to the Task's waiters (Task.fail), made
 // only for a task that fails. A Wait from inside a task finds a queued
 // plainSub in its mailbox's queue by its address (see plainAhead), so it
@@ -342,7 +338,7 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 		}
 		return &sub.task, nil
 	}
-	e.queuePlain(m, fn, unsafe.Pointer(s))
+	e.queuePlain(m, fn, s)
 	return &s.task, nil
 }
 
@@ -393,7 +389,7 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 // the mailbox's plain core as it runs (plainTask), and the mailbox gets
 // its core with its first batch (NewAux), so that a key with a task
 // waiting does not pay for one.
-func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer) {
+func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any) {
 	if m.Count().Add(1) == 1 {
 		e.shardLocal(m) // the shard's first: Stats and the drain count it from now on
 	}
@@ -428,13 +424,19 @@ func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) err
 // stays with the mailbox when it is reused for another key: it names only
 // the executor. A queued task reads it unlocked as it runs (goCtx): it was
 // made at the latest as its batch was cut (NewAux), and is never changed.
-func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *core[K] {
-	if c := m.Aux(); c != nil {
-		return (*core[K])(c)
+func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
+	if a := m.Aux(); a != nil {
+		return a.V.(*plainCoreOf[K])
 	}
-	c := e.newPlainCore(m)
-	m.SetAux(unsafe.Pointer(c))
-	return c
+	p := e.newPlainCore(m)
+	m.SetAux(&p.aux)
+	return p
+}
+
+// plainCoreIn returns m's plain core, made by then (see plainCore):
+// unlocked, by a task of m's running batch, or by one taken out.
+func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
+	return m.Aux().V.(*plainCoreOf[K])
 }
 
 // plainCoreOf is a mailbox's plain core with the counts of its router
@@ -454,12 +456,15 @@ type plainCoreOf[K comparable] struct {
 	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
 	counts  *shardCounts
 	free    []taskCtx[K] // for context.Background(): see setCaller
+	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
 // router shard.
-func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *core[K] {
-	return &(&plainCoreOf[K]{core: core[K]{e: e}, counts: &e.shardLocal(m).counts}).core
+func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
+	p := &plainCoreOf[K]{core: core[K]{e: e}, counts: &e.shardLocal(m).counts}
+	p.aux.V = p
+	return p
 }
 
 // plainCounts returns the started and completed counts of a plain core, j
@@ -535,7 +540,7 @@ type plainRunner[K comparable] Executor[K]
 
 // RunPlain runs a plain task's fn (mailbox.Plain), left tasks of its batch
 // yet to run, this one included.
-func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int) {
+func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64, left int) {
 	e := (*Executor[K])(p)
 	c, t := e.plainTask(m, arg, left)
 	e.runPlain(c, t, fn, stamp)
@@ -554,13 +559,13 @@ func (p *plainRunner[K]) RanPlain(m *mailbox.Mailbox, n int) {
 // has its plain core by then) held in their shard's counts, and lets
 // Close return if they were the last (see drainIfDone).
 func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
-	(*plainCoreOf[K])(m.Aux()).counts.settled.Add(uint64(n))
+	plainCoreIn[K](m).counts.settled.Add(uint64(n))
 	e.drainIfDone()
 }
 
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
-func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) unsafe.Pointer {
-	return unsafe.Pointer((*Executor[K])(p).newPlainCore(m))
+func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) *mailbox.Aux {
+	return &(*Executor[K])(p).newPlainCore(m).aux
 }
 
 // SettlePlain gives back a plain task's reservation and ends a plain
@@ -568,10 +573,10 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) unsafe.Pointer {
 // (mailbox.Plain), as a job's Settle does: by then the result is written,
 // Stats account for it and the key has room for the next, so that a
 // submission let in by the reservation finds that room.
-func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
+func (p *plainRunner[K]) SettlePlain(arg any) {
 	(*Executor[K])(p).releasePlain()
-	if s := plainArg[K](arg); s != nil && s.taskOf() != nil {
-		s.task.end()
+	if _, t := plainArg[K](arg); t != nil {
+		t.end()
 	}
 }
 
@@ -581,11 +586,11 @@ func (p *plainRunner[K]) SettlePlain(arg unsafe.Pointer) {
 // Submit's are in its plainSub, whose ctx gets m's plain core now; a Go
 // has no Task, and its ctx, unless its caller made it, is made now
 // (goCtx). Either way m has its core by then (see goCtx).
-func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int) (*taskCtx[K], *Task) {
-	if s := plainArg[K](arg); s != nil {
+func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx[K], *Task) {
+	if c, t := plainArg[K](arg); c != nil {
 		// Before fn sees the ctx; a Wait on a Submit's Task may be reading it.
-		atomic.StorePointer(&s.ctx.st, m.Aux())
-		return &s.ctx, s.taskOf()
+		atomic.StorePointer(&c.st, unsafe.Pointer(&plainCoreIn[K](m).core))
+		return c, t
 	}
 	return e.goCtx(m, left), nil
 }
@@ -599,14 +604,14 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg unsafe.Pointer, left int
 // of up to ctxBlock when that is used up. One that a giving-up Close ends
 // (left 0) may run beside a batch, so it allocates its own.
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
-	j := (*core[K])(m.Aux())
+	p := plainCoreIn[K](m)
 	var c *taskCtx[K]
-	if p := (*plainCoreOf[K])(unsafe.Pointer(j)); left > 0 && (len(p.free) > 0 || left > 1) {
+	if left > 0 && (len(p.free) > 0 || left > 1) {
 		c = carve(&p.free, min(left, ctxBlock))
 	} else {
 		c = new(taskCtx[K])
 	}
-	c.parent, c.key, c.st = &background, e.router.KeyOf(m), unsafe.Pointer(j)
+	c.parent, c.key, c.st = &background, e.router.KeyOf(m), unsafe.Pointer(&p.core)
 	return c
 }
 
@@ -658,13 +663,13 @@ func (e *Executor[K]) releasePlain() {
 // plain tasks to end (see plainArg).
 type takenPlain struct {
 	m  *mailbox.Mailbox
-	ps []unsafe.Pointer
+	ps []any
 }
 
 // takePlain takes out of m's queue (locked) its plain tasks that have not
 // started and for which drop holds (mailbox.TakePlain), and appends them
 // to out, for endTaken to end once m is unlocked.
-func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg unsafe.Pointer) bool, out []takenPlain) []takenPlain {
+func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out []takenPlain) []takenPlain {
 	if ps := m.TakePlain(drop); ps != nil {
 		e.plainCore(m) // for their contexts (plainTask, goCtx), made locked
 		out = append(out, takenPlain{m, ps})
@@ -674,13 +679,13 @@ func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg unsafe.Pointer
 
 // ctxEnded reports whether the ctx of the plain task queued with arg (see
 // plainArg) has ended; a Go with context.Background() has none to end.
-func ctxEnded[K comparable](arg unsafe.Pointer) bool {
-	s := plainArg[K](arg)
-	return s != nil && s.ctx.caller().Err() != nil
+func ctxEnded[K comparable](arg any) bool {
+	c, _ := plainArg[K](arg)
+	return c != nil && c.caller().Err() != nil
 }
 
 // takeAll is TakePlain's drop for a giving-up Close: every task.
-func takeAll(unsafe.Pointer) bool { return true }
+func takeAll(any) bool { return true }
 
 // endTakenAll ends every plain task taken out (see endTaken), each even
 // if a callback calls runtime.Goexit while an earlier one ends.
@@ -697,7 +702,7 @@ func (e *Executor[K]) endTakenAll(taken []takenPlain, why error) {
 // if why is nil with its ctx's error. Its place, its reservation and its
 // Task are given back after the callbacks, even if one calls
 // runtime.Goexit.
-func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg unsafe.Pointer, why error) {
+func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	defer func() {
 		m.DonePlain()
 		if e.batchRelease {
@@ -744,7 +749,7 @@ func (e *Executor[K]) plainAhead(s *plainSub[K], f func(o *mailbox.Turn)) (live,
 	if s.ctx.ended() {
 		return false, false
 	}
-	pos, queued := m.PlainPos(unsafe.Pointer(s))
+	pos, queued := m.PlainPos(s)
 	if !queued {
 		return true, false
 	}

@@ -16,9 +16,10 @@
 // turn that needs several keys (DoMany) runs once every one of its
 // mailboxes has granted it.
 //
-// Most asynchronous work needs less than a turn: a Go or a Submit whose ctx
-// never ends cannot be withdrawn. The executor queues it as a plain slot, fn
-// and an arg (a Go's caller ctx, a Submit's Task with fn's ctx), in a ring the
+// Most asynchronous work needs less than a turn: nothing finds a Go or a
+// Submit through a turn while it waits, and its owner takes it out again
+// by its slot (its ctx ended, or Close gave up). The executor queues it as a plain slot, fn
+// and an arg (a Go's ctx, a Submit's Task with fn's ctx), in a ring the
 // mailbox keeps and reuses (on an executor without stripes, where nothing reads
 // a queued task through its turn), and the runner's one Plain runs each slot:
 // for a Go it makes fn's ctx then, on the worker. A wait on such a Submit from

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 )
 
 // holdKind is what holds a mailbox exclusively (Mailbox.hold).
@@ -73,9 +72,9 @@ func (h *Home) Unlock() { h.mu.Unlock() }
 // while it runs a batch unlocked); every method that says "locked" must be
 // called with that lock held.
 type Mailbox struct {
-	home  *Home          // set by Init, never changed
-	plain plainRing      // plain tasks, in one FIFO with the queue (see Plain)
-	aux   unsafe.Pointer // the owner's (SetAux)
+	home  *Home     // set by Init, never changed
+	plain plainRing // plain tasks, in one FIFO with the queue (see Plain)
+	aux   *Aux      // the owner's (SetAux)
 
 	// x is the rest of the mailbox, what only some keys need (see extra):
 	// nil until then. It is set locked and kept for the mailbox's life; the

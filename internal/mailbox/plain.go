@@ -55,10 +55,10 @@ import (
 // mailbox's first plain batch is cut, so that a key whose tasks only wait
 // does not pay for it.
 type Plain interface {
-	RunPlain(m *Mailbox, fn func(context.Context) error, arg unsafe.Pointer, stamp int64, left int)
-	SettlePlain(arg unsafe.Pointer)
+	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64, left int)
+	SettlePlain(arg any)
 	RanPlain(m *Mailbox, n int)
-	NewAux(m *Mailbox) unsafe.Pointer
+	NewAux(m *Mailbox) *Aux
 }
 
 // plainSlot is a queued plain task's fn: 8 bytes, what a waiting task
@@ -102,9 +102,9 @@ type plainSlot struct {
 // buffer of the mailbox's extra with the same indexes (the st arguments
 // below; nil elsewhere), so that the other keys do without them.
 type plainRing struct {
-	ptr         *plainSlot      // the buffer's first slot; nil: no buffer yet
-	args        *unsafe.Pointer // the args buffer's first (see above); nil: every arg is nil
-	head        uint32          // buffer index of the first slot (of the batch, if one runs)
+	ptr         *plainSlot // the buffer's first slot; nil: no buffer yet
+	args        *any       // the args buffer's first (see above); nil: every arg is nil
+	head        uint32     // buffer index of the first slot (of the batch, if one runs)
 	tail, taken uint32
 	cut         uint16 // slots at head in the running batch
 	log         uint8  // the buffer holds 1<<log slots, if there is one
@@ -124,7 +124,7 @@ func (q *plainRing) buf() []plainSlot {
 }
 
 // argBuf returns the ring's args buffer, nil if it has none.
-func (q *plainRing) argBuf() []unsafe.Pointer {
+func (q *plainRing) argBuf() []any {
 	if q.args == nil {
 		return nil
 	}
@@ -132,7 +132,7 @@ func (q *plainRing) argBuf() []unsafe.Pointer {
 }
 
 // arg is the arg of the slot at buffer index k.
-func (q *plainRing) arg(k int) unsafe.Pointer {
+func (q *plainRing) arg(k int) any {
 	if q.args == nil {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (q *plainRing) size() int { return int(q.cut) + q.queued() }
 // at returns the index in buf of the i-th slot from head.
 func (q *plainRing) at(i int) int { return (int(q.head) + i) & (q.len() - 1) }
 
-func (q *plainRing) push(fn func(context.Context) error, arg unsafe.Pointer, stamp int64, st *[]int64) {
+func (q *plainRing) push(fn func(context.Context) error, arg any, stamp int64, st *[]int64) {
 	n := q.size()
 	if n == q.len() {
 		q.resize(q.grown(), arg != nil, st)
@@ -172,7 +172,7 @@ func (q *plainRing) push(fn func(context.Context) error, arg unsafe.Pointer, sta
 	q.buf()[k] = plainSlot{fn}
 	if arg != nil {
 		if q.args == nil {
-			q.args = unsafe.SliceData(make([]unsafe.Pointer, q.len()))
+			q.args = unsafe.SliceData(make([]any, q.len()))
 		}
 		q.argBuf()[k] = arg
 	}
@@ -228,26 +228,17 @@ const bigRing = 256
 // resize moves the slots (and their args and stamps, if kept) to new
 // buffers of n slots; the args buffer is dropped if no slot has an arg,
 // and kept if one has, or if withArgs (the push that grows the ring has
-// one). The slots and their args are then made as one object, the args
-// after the slots: a Submit's ring grows with one allocation, not two. A
-// running batch may still read the old buffers: its slots are copied,
+// one). A running batch may still read the old buffers: its slots are copied,
 // never overwritten.
 func (q *plainRing) resize(n int, withArgs bool, st *[]int64) {
 	old, oldArgs := q.buf(), q.argBuf()
 	for i := 0; !withArgs && oldArgs != nil && i < q.size(); i++ {
 		withArgs = oldArgs[q.at(i)] != nil
 	}
-	var (
-		buf  []plainSlot
-		args []unsafe.Pointer
-	)
+	buf := make([]plainSlot, n)
+	var args []any
 	if withArgs {
-		// A slot is one pointer (its fn), so the object is 2n pointers:
-		// the collector scans the slots as it would a []plainSlot.
-		both := make([]unsafe.Pointer, 2*n)
-		buf, args = unsafe.Slice((*plainSlot)(unsafe.Pointer(&both[0])), n), both[n:]
-	} else {
-		buf = make([]plainSlot, n)
+		args = make([]any, n)
 	}
 	var stamps []int64
 	if st != nil {
@@ -297,7 +288,7 @@ func (q *plainRing) drop(n int, st *[]int64) {
 // fn must not be nil (a nil fn marks a slot taken out: see TakePlain). The
 // owner takes a plain task out of the queue with TakePlain, and must never
 // need to find it through a Turn (see Plain).
-func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg unsafe.Pointer, stamp int64) (dispatch bool) {
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
 	m.plain.push(fn, arg, stamp, m.stamps())
 	m.pending.Add(1)
@@ -422,7 +413,7 @@ func (m *Mailbox) clearHeld() {
 // loop took the task into a batch (it runs or is about to) or TakePlain
 // took it out. It looks at each waiting slot in turn, so it costs the
 // length of the key's queue; the owner keeps no position per task.
-func (m *Mailbox) PlainPos(arg unsafe.Pointer) (pos uint32, queued bool) {
+func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
 	q := &m.plain
 	for i := range q.queued() {
 		if q.arg(q.at(int(q.cut)+i)) == arg {
@@ -441,16 +432,22 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 	m.eachManyAhead(func(o *Entry) bool { return int32(o.plainBefore-pos) <= 0 }, f)
 }
 
+// Aux is what an owner keeps with a mailbox (SetAux, Plain.NewAux): V is
+// the owner's. A mailbox keeps a pointer to it, one word, so that a
+// waiting key does not pay for an interface; the owner embeds the Aux in
+// the value V names, so that keeping it costs no allocation of its own.
+type Aux struct{ V any }
+
 // Aux returns what SetAux stored, or what Plain.NewAux made as the first
 // plain batch was cut (locked; or unlocked by the runner's Plain, as it
 // runs a task of a batch: m had one by then); nil until then. Once set it
 // never changes, and it stays with the mailbox when the mailbox is reused
 // for another key.
-func (m *Mailbox) Aux() unsafe.Pointer { return m.aux }
+func (m *Mailbox) Aux() *Aux { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
 // (locked). m must have none yet (Aux is nil): once set, Aux never changes.
-func (m *Mailbox) SetAux(v unsafe.Pointer) { m.aux = v }
+func (m *Mailbox) SetAux(v *Aux) { m.aux = v }
 
 // Local returns a value, kept by m's home, that every mailbox under m's
 // lock shares (locked): what the user keeps per lock rather than per key
@@ -477,10 +474,10 @@ func (m *Mailbox) Count() *atomic.Uint64 { return &m.home.count }
 // (Entry.plainBefore) stay true: the loop skips it too, and tombstones at
 // the head of an idle queue are dropped at once, so that they never keep
 // the key from holding or retiring.
-func (m *Mailbox) TakePlain(drop func(arg unsafe.Pointer) bool) []unsafe.Pointer {
+func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 	q := &m.plain
 	buf, args := q.buf(), q.argBuf()
-	var ps []unsafe.Pointer
+	var ps []any
 	if x := m.x.Load(); x != nil && q.cut > 1 {
 		// A batch of one has nothing behind its slot, and may have run
 		// without the extra (made since, its claims not the batch's): it
@@ -595,7 +592,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 // accounted for it), the deferred check frees the task's place and hands
 // the rest of the batch, the mailbox and the execution slot to a fresh
 // drive loop, as runFrom does.
-func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []int64, first, n, i, ran int) {
+func (m *Mailbox) runPlainFrom(buf []plainSlot, args []any, stamps []int64, first, n, i, ran int) {
 	running := false
 	defer func() {
 		if running {
@@ -639,7 +636,7 @@ func (m *Mailbox) runPlainFrom(buf []plainSlot, args []unsafe.Pointer, stamps []
 }
 
 // argAt is args[k], or nil if there are no args.
-func argAt(args []unsafe.Pointer, k int) unsafe.Pointer {
+func argAt(args []any, k int) any {
 	if args == nil {
 		return nil
 	}

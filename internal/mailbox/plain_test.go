@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-	"unsafe"
 	"weak"
 
 	"github.com/perkey/perkey/internal/mailbox"
@@ -41,15 +40,15 @@ type testPlain struct {
 	ran *atomic.Int64 // if set, counts the tasks RanPlain hears of
 }
 
-func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg unsafe.Pointer, _ int64, _ int) {
-	p := (*plainWork)(arg)
+func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64, _ int) {
+	p := arg.(*plainWork)
 	if p.m != nil && p.m != m {
 		panic("plain task run for another mailbox")
 	}
 	p.RunPlain(fn)
 }
 
-func (testPlain) SettlePlain(arg unsafe.Pointer) { (*plainWork)(arg).SettlePlain() }
+func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
 
 func (p testPlain) RanPlain(_ *mailbox.Mailbox, n int) {
 	if p.ran != nil {
@@ -57,7 +56,7 @@ func (p testPlain) RanPlain(_ *mailbox.Mailbox, n int) {
 	}
 }
 
-func (testPlain) NewAux(*mailbox.Mailbox) unsafe.Pointer { return unsafe.Pointer(new(int)) }
+func (testPlain) NewAux(*mailbox.Mailbox) *mailbox.Aux { return new(mailbox.Aux) }
 
 func (p *plainWork) RunPlain(fn func(context.Context) error) {
 	p.ran.Add(1)
@@ -82,7 +81,7 @@ func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
 	p.done = make(chan struct{})
 	p.m = &b.m
 	b.m.Lock()
-	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, unsafe.Pointer(p), int64(id))
+	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
 	b.m.Release()
 	if dispatch {
 		b.m.Dispatch()
@@ -307,7 +306,7 @@ func TestTakePlain(t *testing.T) {
 		t.Fatalf("TakePlain: got %d, then %d; want %d, then none", len(taken), len(again), len(ps))
 	}
 	for i, p := range taken {
-		if (*plainWork)(p) != ps[i] {
+		if p.(*plainWork) != ps[i] {
 			t.Errorf("TakePlain[%d] is not the %d-th plain task queued", i, i)
 		}
 	}
@@ -336,7 +335,7 @@ func TestTakePlain(t *testing.T) {
 }
 
 // all is TakePlain's drop for every task.
-func all(unsafe.Pointer) bool { return true }
+func all(any) bool { return true }
 
 // TestTakePlainSome: TakePlain takes out only the tasks drop names, those
 // a running plain batch has taken behind the task it runs included (it
@@ -358,9 +357,9 @@ func TestTakePlainSome(t *testing.T) {
 	}
 	close(head.gate)
 	wait(t, "the first plain task to start", gate.started) // its batch runs
-	odd := func(arg unsafe.Pointer) bool {
+	odd := func(arg any) bool {
 		for i, p := range ps {
-			if unsafe.Pointer(p) == arg {
+			if any(p) == arg {
 				return (i+1)%2 == 1
 			}
 		}
@@ -372,7 +371,7 @@ func TestTakePlainSome(t *testing.T) {
 	b.m.Release()
 	var ids []int
 	for _, a := range taken {
-		ids = append(ids, slices.Index(ps, (*plainWork)(a))+1)
+		ids = append(ids, slices.Index(ps, a.(*plainWork))+1)
 	}
 	if want := []int{3, 5, 7, 9, 11}; !slices.Equal(ids, want) { // 1 runs
 		t.Errorf("TakePlain took %v; want %v", ids, want)
@@ -421,21 +420,21 @@ func TestPlainPos(t *testing.T) {
 		ps = append(ps, b.plain(id, &log, nil))
 	}
 	b.m.Lock()
-	if _, queued := b.m.PlainPos(unsafe.Pointer(head)); queued {
+	if _, queued := b.m.PlainPos(head); queued {
 		t.Errorf("PlainPos(running task): queued")
 	}
-	if _, queued := b.m.PlainPos(unsafe.Pointer(new(plainWork))); queued {
+	if _, queued := b.m.PlainPos(new(plainWork)); queued {
 		t.Errorf("PlainPos(never queued): queued")
 	}
 	for i, p := range ps {
-		pos, queued := b.m.PlainPos(unsafe.Pointer(p))
+		pos, queued := b.m.PlainPos(p)
 		if want := uint32(4 + i); !queued || pos != want {
 			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
 		}
 	}
 	taken := b.m.TakePlain(all)
 	for i, p := range ps {
-		if _, queued := b.m.PlainPos(unsafe.Pointer(p)); queued {
+		if _, queued := b.m.PlainPos(p); queued {
 			t.Errorf("PlainPos(plain task %d) after TakePlain: queued", i)
 		}
 	}
@@ -618,7 +617,7 @@ func TestFastHold(t *testing.T) {
 	if b.m.Released() {
 		t.Fatal("a fast hold still taken shows as given back")
 	}
-	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, unsafe.Pointer(p), 1) {
+	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, p, 1) {
 		t.Fatal("a plain task queued behind a fast hold asked for a drive loop")
 	}
 	b.m.Release()
@@ -723,7 +722,7 @@ func TestFastHoldRace(t *testing.T) {
 					// looked may be given back meanwhile.
 					runtime.Gosched()
 				}
-				dispatch := b.m.EnqueuePlain(fn, unsafe.Pointer(new(plainWork)), 0)
+				dispatch := b.m.EnqueuePlain(fn, new(plainWork), 0)
 				b.m.Release()
 				if dispatch {
 					b.m.Dispatch()
@@ -826,7 +825,7 @@ func TestFastHoldRevoked(t *testing.T) {
 	}
 	p := new(plainWork)
 	p.done = make(chan struct{})
-	if b.m.EnqueuePlain(func(context.Context) error { return nil }, unsafe.Pointer(p), 0) {
+	if b.m.EnqueuePlain(func(context.Context) error { return nil }, p, 0) {
 		t.Error("a task queued behind a held mailbox asked for a drive loop")
 	}
 	b.m.Release()
