@@ -280,15 +280,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 	if err := e.validate(key); err != nil {
 		return nil, err
 	}
-	if e.plainLane() {
-		return e.submitPlain(ctx, key, fn)
-	}
-	s := &submission[K]{job: job[K]{core: core[K]{e: e}}}
-	s.task.ops = &e.subOps
-	if err := e.enqueueAsync(ctx, key, fn, &s.job, &s.ctx, &s.caller, s, false); err != nil {
-		return nil, err
-	}
-	return &s.task, nil
+	return e.submitPlain(ctx, key, fn)
 }
 
 // Go queues fn on key and returns at once, like Submit, but gives the caller
@@ -314,11 +306,7 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 	if err := e.validate(key); err != nil {
 		return err
 	}
-	if e.plainLane() {
-		return e.goPlain(ctx, key, fn)
-	}
-	g := &jobWithCtx[K]{job: job[K]{core: core[K]{e: e, unread: true}}} // no caller reads the result
-	return e.enqueueAsync(ctx, key, fn, &g.job, &g.ctx, &g.caller, &g.job, false)
+	return e.goPlain(ctx, key, fn)
 }
 
 // enqueueAsync queues the asynchronous job j of fn on key, run with the

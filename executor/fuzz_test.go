@@ -1983,12 +1983,12 @@ func allRan(ts []*fuzzTask) bool {
 }
 
 // plain reports whether ft is queued as a plain task (a slot in its
-// mailbox's ring, not a turn): a Go or a Submit, without stripes, that did
+// mailbox's ring, not a turn): a Go or a Submit, striped or not, that did
 // not wait in its key's waiting room (a parked task needs a turn). The two
 // share one FIFO order; only the batches a drive loop takes tell them
 // apart.
 func (r *fuzzRun) plain(ft *fuzzTask) bool {
-	return (ft.kind == "Go" || ft.kind == "Submit") && !r.striped && !ft.keyParked
+	return (ft.kind == "Go" || ft.kind == "Submit") && !ft.keyParked
 }
 
 // unitTasks is how many tasks units hold.

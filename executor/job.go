@@ -28,8 +28,9 @@ import (
 // batch (Mailbox.OldestStamp follows its link), and a multi-key one met by
 // a deadlock check: those are left to the GC.
 //
-// The job of an asynchronous task (Go, Submit) is allocated with what
-// outlives it, in one object (jobWithCtx, submission), and left to the GC.
+// The job of an asynchronous task (a Batcher's message, a Go or Submit
+// that waited for room at its key's cap) is allocated with what outlives
+// it (a message, a submission; a Go's job and its ctx), and left to the GC.
 // Recycling those too was measured, and lost (see BENCHMARKS.md): the
 // producer that takes a recycled job writes cache lines that the worker
 // on the other core wrote last, which costs more than a fresh allocation.
@@ -66,13 +67,6 @@ type core[K comparable] struct {
 }
 
 const lentBit uint32 = 1
-
-// jobWithCtx is what Go allocates: the job and fn's context, one object.
-type jobWithCtx[K comparable] struct {
-	job[K]
-	ctx    taskCtx[K]
-	caller context.Context // ctx's caller's (see setCaller)
-}
 
 // work is what a task's mailbox.Work is: its job, or a Batcher's message
 // around it.

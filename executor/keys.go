@@ -135,11 +135,15 @@ func (h *loadHeap[K]) offer(l KeyLoad[K], n int) {
 }
 
 // nameOf names a busy mailbox (locked): its key, or in striped mode the key
-// of a task it holds or queues, falling back to the last key that used it
-// (a shared group running with nothing queued).
+// of a task it holds or queues (its oldest task's: a plain task's ctx, or
+// a Turn's job, names it), falling back to the last key that used it (a
+// shared group running with nothing queued).
 func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if !e.router.Striped() {
 		return k
+	}
+	if c, _ := plainArg[K](m.OldestPlain()); c != nil {
+		return c.key // in striped mode every plain task has its ctx: see goPlain
 	}
 	t := m.Oldest()
 	if t == nil {

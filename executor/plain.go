@@ -12,8 +12,8 @@ import (
 
 // Plain tasks.
 //
-// On an executor without stripes every Go and Submit is a plain task,
-// whatever its ctx: nothing needs its Turn, so it is queued as a plain
+// Every Go and Submit is a plain task, whatever its ctx and in striped
+// mode too: nothing needs its Turn, so it is queued as a plain
 // slot of its key's mailbox (see mailbox.Plain), which the mailbox reuses,
 // instead of as a job with a queue node of its own. Such a task allocates
 // one object. For a Submit it is fn's ctx and the caller's Task together
@@ -39,11 +39,6 @@ import (
 // task as a job of its own (waitPlain), like any other, since a parked task
 // needs a Turn.
 
-// plainLane reports whether a Go or Submit is a plain task: the executor
-// has no stripes (in striped mode HotKeys names a stripe after a queued
-// task's Turn: see nameOf).
-func (e *Executor[K]) plainLane() bool { return !e.router.Striped() }
-
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
 	m, wait, err := e.admitPlain(ctx, key)
@@ -58,11 +53,12 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	}
 	// With context.Background() the ctx is made as the task runs (goCtx),
 	// with the mailbox's key: only for a key type whose equal keys are
-	// identical (checkNone). Equal keys of other types may still differ
-	// (+0.0 and -0.0, interfaces holding them), and a task reports the key
-	// it was submitted with, so their ctx is made here.
+	// identical (checkNone), and without stripes. Equal keys of other types
+	// may still differ (+0.0 and -0.0, interfaces holding them), a stripe's
+	// mailbox is many keys', and a task reports the key it was submitted
+	// with, so their ctx is made here.
 	var arg any // nil, not a nil *taskCtx: see plainArg
-	if ctx != background || e.keyCheck != checkNone {
+	if ctx != background || e.keyCheck != checkNone || e.router.Striped() {
 		c := newTaskCtx[K](ctx)
 		c.key = key
 		arg = c

@@ -166,6 +166,82 @@ func TestStripesHotKeysNames(t *testing.T) {
 	waitIdle(t, e)
 }
 
+// TestStripesHotKeysNamesOldest: in striped mode a Go or Submit is a plain
+// task like any other, and HotKeys names a stripe after its oldest task,
+// plain or not: a running plain task's key; on a stripe where nothing runs,
+// a queued Do's key when the Do queued before a Submit, the Submit's key
+// when it queued first.
+func TestStripesHotKeysNamesOldest(t *testing.T) {
+	e := newExec[int](t, executor.WithStripes(2), executor.WithWorkers(1))
+	ctx := context.Background()
+	// Probe for keys on 0's stripe (re-entrant from inside a Do on 0) and
+	// on the other one.
+	var same, other []int
+	err := e.Do(ctx, 0, func(ctx context.Context) error {
+		for k := 1; len(same) < 2 || len(other) == 0; k++ {
+			switch err := e.Do(ctx, k, func(context.Context) error { return nil }); err {
+			case executor.ErrReentrant:
+				same = append(same, k)
+			case nil:
+				other = append(other, k)
+			default:
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("probing stripes: %v", err)
+	}
+	name := func() int {
+		t.Helper()
+		for _, kl := range e.HotKeys(2) {
+			if kl.Key != other[0] { // the blocker's stripe is named by it
+				return kl.Key
+			}
+		}
+		t.Fatalf("HotKeys = %+v: 0's stripe is not busy", e.HotKeys(2))
+		return 0
+	}
+	// The only worker runs a plain blocker on the other stripe, so that
+	// nothing runs on 0's stripe while its tasks queue.
+	g, _ := block(t, e, other[0])
+	if k := e.HotKeys(2)[0].Key; k != other[0] {
+		t.Errorf("HotKeys names the blocker's stripe %d; want %d, the running Submit's key", k, other[0])
+	}
+	do, sub := same[0], same[1]
+	done := make(chan error, 1)
+	go func() { done <- e.Do(ctx, do, func(context.Context) error { return nil }) }()
+	eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 1 })
+	if _, err := e.Submit(ctx, sub, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if k := name(); k != do {
+		t.Errorf("HotKeys names 0's stripe %d; want %d, the key of the Do queued first", k, do)
+	}
+	g.open()
+	if err := recv(t, "the Do to return", done); err != nil {
+		t.Fatalf("Do = %v", err)
+	}
+	waitIdle(t, e)
+
+	// The Submit first, then the Do.
+	g, _ = block(t, e, other[0])
+	if _, err := e.Submit(ctx, sub, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- e.Do(ctx, do, func(context.Context) error { return nil }) }()
+	eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 2 })
+	if k := name(); k != sub {
+		t.Errorf("HotKeys names 0's stripe %d; want %d, the key of the Submit queued first", k, sub)
+	}
+	g.open()
+	if err := recv(t, "the Do to return", done); err != nil {
+		t.Fatalf("Do = %v", err)
+	}
+	waitIdle(t, e)
+}
+
 // TestStripesCapsAndCounts: in striped mode keys on one stripe share the
 // per-key cap, ActiveKeys counts busy stripes and HotKeys names each busy
 // stripe by one of its pending keys.

@@ -16,19 +16,19 @@
 // turn that needs several keys (DoMany) runs once every one of its
 // mailboxes has granted it.
 //
-// Most asynchronous work needs less than a turn: nothing finds a Go or a
-// Submit through a turn while it waits, and its owner takes it out again
-// by its slot (its ctx ended, or Close gave up). The executor queues it as a plain slot, fn
-// and an arg (a Go's ctx, a Submit's Task with fn's ctx), in a ring the
-// mailbox keeps and reuses (on an executor without stripes, where nothing reads
-// a queued task through its turn), and the runner's one Plain runs each slot:
-// for a Go it makes fn's ctx then, on the worker. A wait on such a Submit from
-// inside a task finds it by its position in the ring, to check the wait for a
-// cycle. Slots and turns share one FIFO order: each turn records how many slots
-// were queued before it. A plain task costs no per-task node, and a drive loop
-// reads a batch's slots one after another instead of chasing a pointer per task
-// to memory the submitting core wrote. A Do on an idle key with a slot free
-// (its own, or for a nested call its task's) is a plain task too: the caller
+// Most asynchronous work needs less than a turn: nothing finds a Go or a Submit
+// through a turn while it waits, and its owner takes it out again by its slot
+// (its ctx ended, or Close gave up). The executor queues it as a plain slot, fn
+// and an arg (a Go's ctx, a Submit's Task with fn's ctx), in a ring the mailbox
+// keeps and reuses, and the runner's one Plain runs each slot: for a Go with
+// context.Background() and no stripes it makes fn's ctx then, on the worker. A
+// wait on such a Submit from inside a task finds it by its position in the
+// ring, to check the wait for a cycle. Slots and turns share one FIFO order:
+// each turn records how many slots were queued before it. A plain task costs no
+// per-task node, and a drive loop reads a batch's slots one after another
+// instead of chasing a pointer per task to memory the submitting core wrote.
+// A Do on an idle key with a slot free (its own, or for a nested call its
+// task's) is a plain task too: the caller
 // holds the mailbox with a mark that names no turn and runs fn itself, then
 // gives the hold back, handing the key to whatever queued meanwhile. If nothing
 // came for the key, and the router allows it (one such fast hold per shard),

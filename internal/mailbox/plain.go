@@ -423,6 +423,33 @@ func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
 	return 0, false
 }
 
+// OldestPlain returns the arg of m's oldest plain task, if a plain task is
+// the oldest that m runs or queues (locked): the running plain batch's
+// first; else, unless a batch of Turns runs (its next Turn is older), the
+// first queued slot, if it goes ahead of every queued Turn. Slots taken out
+// (TakePlain) are skipped. It is nil otherwise, or if that task has no arg.
+// A task of a running batch may have started or ended by then: its arg is
+// what the owner queued, which the owner may still read (to name the
+// task's key, say).
+func (m *Mailbox) OldestPlain() any {
+	q := &m.plain
+	if q.cut == 0 {
+		if x := m.x.Load(); x != nil && x.cursor.Load() != nil {
+			return nil
+		}
+		if _, plain := m.front(); !plain {
+			return nil
+		}
+	}
+	buf := q.buf()
+	for i := range q.size() {
+		if k := q.at(i); buf[k].fn != nil {
+			return q.arg(k)
+		}
+	}
+	return nil
+}
+
 // EachManyAheadPlain is EachManyAhead for the plain task queued at pos,
 // which must still wait (PlainPos): it calls f for each multi-key task
 // that holds m or is queued ahead of that task (locked).
