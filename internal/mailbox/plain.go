@@ -577,18 +577,26 @@ func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.tak
 
 // runPlain runs a batch of the plain tasks at the head of the queue, up to
 // budget, like runBatch: m is locked on entry and on return, done (a task
-// of the caller's) is settled once unlocked, and it returns how many it
-// took. The batch's slots stay in the ring while it runs unlocked, so that
-// new ones queue behind them; if the ring grows meanwhile, the batch goes
-// on reading the buffer it was cut from, whose slots are copied, never
-// overwritten.
+// of the caller's) is settled once unlocked, and it returns how many tasks
+// it took. A slot taken out (a tombstone, see TakePlain) is cut with the
+// batch but costs no budget, as a Turn withdrawn before its batch is cut
+// is never taken. The batch's slots stay in the ring while it runs
+// unlocked, so that new ones queue behind them; if the ring grows
+// meanwhile, the batch goes on reading the buffer it was cut from, whose
+// slots are copied, never overwritten.
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	q := &m.plain
-	n := min(budget, q.queued(), maxCut)
+	limit := min(q.queued(), maxCut)
 	if e := m.head(); e != nil {
-		n = min(n, int(e.plainBefore-q.taken)) // those ahead of the head entry
+		limit = min(limit, int(e.plainBefore-q.taken)) // those ahead of the head entry
 	}
 	buf, args, first := q.buf(), q.argBuf(), int(q.head)
+	n, tasks := 0, 0 // slots cut, and tasks among them
+	for ; n < limit && tasks < budget; n++ {
+		if buf[q.at(n)].fn != nil {
+			tasks++
+		}
+	}
 	var stamps []int64 // read with buf, the batch's
 	if st := m.stamps(); st != nil {
 		stamps = *st
@@ -608,7 +616,7 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	m.runPlainFrom(buf, args, stamps, first, n, 0, 0)
 	m.home.mu.Lock()
 	m.endPlain()
-	return n
+	return tasks
 }
 
 // runPlainFrom runs the tasks of a running plain batch of n, whose first
