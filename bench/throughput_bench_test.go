@@ -93,13 +93,31 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkThroughputStriped runs the harness's cells for perkey in
+// striped mode (WithStripes(64)): every key hashes onto one of 64 fixed
+// mailboxes, so a stripe's queue holds many keys' tasks. It has no actor
+// beside it (a striped actor is the plain one with 64 keys); it is there
+// to measure striped mode's Go and Submit from one commit to the next
+// (scripts/ab.sh). The owned feed at 1,024 and 100,000 keys: many keys per
+// stripe.
+func BenchmarkThroughputStriped(b *testing.B) {
+	for _, api := range throughputAPIs {
+		for _, ck := range throughputCtxs {
+			for _, n := range []int{1024, 100_000} {
+				c := cell{api: api, feed: feedOwned, ctx: ck, keys: n, impl: "perkey-stripes"}
+				b.Run(c.String(), func(b *testing.B) { benchCell(b, c) })
+			}
+		}
+	}
+}
+
 // cell is one combination of the harness's dimensions.
 type cell struct {
 	api  string // "Go" or "Submit"
 	feed feedKind
 	ctx  ctxKind
 	keys int
-	impl string // "actor" or "perkey"
+	impl string // "actor", "perkey" or "perkey-stripes"
 }
 
 func (c cell) String() string {
@@ -210,8 +228,12 @@ func newTarget(ctx context.Context, c cell, ks []string) target {
 			return newSameCtxActor(ctx, ks)
 		}
 		return newCtxActor(ks)
-	case "perkey":
-		e, err := executor.New[string](executor.WithWorkers(runtime.GOMAXPROCS(0)))
+	case "perkey", "perkey-stripes":
+		opts := []executor.Option{executor.WithWorkers(runtime.GOMAXPROCS(0))}
+		if c.impl == "perkey-stripes" {
+			opts = append(opts, executor.WithStripes(64))
+		}
+		e, err := executor.New[string](opts...)
 		if err != nil {
 			panic(err)
 		}
