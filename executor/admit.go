@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -442,6 +443,63 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //   - at a cap: before a per-key or the global cap refuses a submission or
 //     makes it wait, the tasks whose ctx has ended are dropped (sweep), so
 //     that they never cause another to be refused or to wait.
+
+// watchAhead watches, for a submission about to wait in m's waiting room
+// (locked), the ctxs of the asynchronous tasks that hold key's places
+// ahead of it or will: m's tasks that have not started, and the
+// submissions parked before it (nobody enters the queue ahead of it
+// otherwise). Nothing watches a queued task's ctx (see "Lazy
+// cancellation"), so one that ends while the submission waits would hold
+// its place until the key's queue reaches it; watched, its end sweeps
+// key's mailbox at once (sweepKey, on the goroutine context.AfterFunc
+// starts, where the swept tasks' callbacks run), and the place it frees
+// lets the submission in. Each distinct ctx that can end is watched once
+// (by its Done channel), and only while the submission waits: the cost is
+// the waiting submission's, never a queued task's. It returns what stops
+// the watches.
+func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K) (stop func()) {
+	var (
+		ctxs []context.Context
+		done []<-chan struct{}
+	)
+	add := func(c context.Context) {
+		if d := c.Done(); d != nil && !slices.Contains(done, d) {
+			done, ctxs = append(done, d), append(ctxs, c)
+		}
+	}
+	async := func(t *mailbox.Turn) {
+		if j := jobOf[K](t); j.async {
+			add(j.ctx.caller())
+		}
+	}
+	m.EachWaiting(async)
+	m.EachParked(async)
+	m.TakePlain(func(arg any) bool {
+		if c, _ := plainArg[K](arg); c != nil {
+			add(c.caller())
+		}
+		return false // looked at, never taken
+	})
+	if len(ctxs) == 0 {
+		return func() {}
+	}
+	stops := make([]func() bool, len(ctxs))
+	for i, c := range ctxs {
+		stops[i] = context.AfterFunc(c, func() { e.sweepKey(key) })
+	}
+	return func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// sweepKey sweeps key's mailbox, if it has one (see sweep).
+func (e *Executor[K]) sweepKey(key K) {
+	if m := e.router.Find(key); m != nil && !e.sweep(m) {
+		m.Release()
+	}
+}
 
 // sweep drops the tasks of m (locked) that have not started and whose
 // submitter's ctx has ended, those a running batch has taken from the

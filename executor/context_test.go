@@ -11,6 +11,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -121,6 +122,94 @@ func TestContextGivesPlaceBack(t *testing.T) {
 		}
 	}
 	waitIdle(t, e)
+}
+
+// TestContextFreesWaitingRoom: a submission waiting for room at a key's
+// cap (Block) is let in as soon as the ctx of a task queued ahead of it
+// ends, though nobody waits on that task: the waiting submission watches
+// the ctxs ahead of it, and their end sweeps the key. Ahead of it are
+// tasks queued before it parked (a Go, a Submit), or one let in from the
+// room before it (a Submit that waited too).
+func TestContextFreesWaitingRoom(t *testing.T) {
+	for _, ahead := range []string{"Go", "Submit", "parked Submit"} {
+		t.Run(ahead, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
+					executor.WithPolicy(backpressure.Block()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				bg := context.Background()
+				gate := make(chan struct{})
+				hold := func(gate chan struct{}) func(context.Context) error {
+					return func(context.Context) error { <-gate; return nil }
+				}
+				if _, err := e.Submit(bg, "k", hold(gate)); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // it runs, and holds one of k's two places
+				ctx, cancel := context.WithCancel(bg)
+				defer cancel()
+				var ran atomic.Bool
+				never := func(context.Context) error { ran.Store(true); return nil }
+				results := make(chan error, 2)
+				submit := func(ctx context.Context, fn func(context.Context) error) {
+					go func() { _, err := e.Submit(ctx, "k", fn); results <- err }()
+					synctest.Wait()
+				}
+				switch ahead {
+				case "Go":
+					err = e.Go(ctx, "k", never)
+				case "Submit":
+					_, err = e.Submit(ctx, "k", never)
+				case "parked Submit":
+					// A second task fills k, so the Submit with ctx waits
+					// in the room, and the last one behind it; the first
+					// task's end lets the Submit with ctx in.
+					gate2 := make(chan struct{})
+					if _, err := e.Submit(bg, "k", hold(gate2)); err != nil {
+						t.Fatal(err)
+					}
+					submit(ctx, never)
+					submit(bg, nop)
+					close(gate)
+					synctest.Wait()
+					gate = gate2
+					err = <-results
+				}
+				if err != nil {
+					t.Fatalf("the task with ctx: %v", err)
+				}
+				if ahead != "parked Submit" {
+					submit(bg, nop)
+				}
+				select {
+				case err := <-results:
+					t.Fatalf("the last Submit did not wait for room: %v", err)
+				default:
+				}
+				cancel() // nobody waits on the task with ctx: only the waiting Submit watches it
+				synctest.Wait()
+				select {
+				case err := <-results:
+					if err != nil {
+						t.Errorf("the waiting Submit: got %v; want nil", err)
+					}
+				default:
+					t.Fatalf("the Submit waiting for room still waits after the ctx of the task ahead of it ended")
+				}
+				if s := e.Stats(); s.Canceled != 1 {
+					t.Errorf("Stats().Canceled = %d; want 1, the task whose ctx ended", s.Canceled)
+				}
+				close(gate)
+				synctest.Wait()
+				if ran.Load() {
+					t.Errorf("the task whose ctx ended ran")
+				}
+			})
+		})
+	}
 }
 
 // TestContextAlreadyEnded: a call whose ctx already ended is refused with

@@ -1377,7 +1377,8 @@ func (r *fuzzRun) waitsFor(ft *fuzzTask) []*fuzzTask {
 
 // ctxEnded applies the end of ft's ctx: a call waiting for room gives up; a
 // queued task is withdrawn at once if its caller waits for it (a Do, a
-// Task.Wait in progress), else it is lazily doomed (see fuzzTask.lazy); a
+// Task.Wait in progress) or a call waits for room at its key, else it is
+// lazily doomed (see fuzzTask.lazy); a
 // running one goes on but its fn's ctx has ended, and so has that of the
 // nested call it is in.
 func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
@@ -1392,6 +1393,14 @@ func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 		r.end(ft, context.Canceled)
 	case !ft.started && r.unwatched(ft):
 		ft.lazy = true
+		// A call waiting for room at one of its keys watches the ctxs of
+		// the tasks ahead of it (watchAhead): its end sweeps that key at
+		// once.
+		for _, q := range ft.qs {
+			if len(r.parkedK[q]) > 0 {
+				r.sweep([]int{q})
+			}
+		}
 	case !ft.started:
 		r.end(ft, context.Canceled)
 		r.want.Canceled++

@@ -423,6 +423,16 @@ func (m *Mailbox) Each(f func(t *Turn)) {
 	}
 }
 
+// EachParked calls f for every Turn in m's waiting room, in the order they
+// parked (locked).
+func (m *Mailbox) EachParked(f func(t *Turn)) {
+	if x := m.x.Load(); x != nil {
+		for e := x.park.head; e != nil; e = e.next {
+			f(e.t)
+		}
+	}
+}
+
 // EachWaiting calls f (locked) for every turn of m that has not started:
 // first those a running batch has taken from the queue but not yet started
 // (from the batch's cursor on; f may meet one the loop is starting now, whose
