@@ -2,7 +2,6 @@ package executor
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -444,28 +443,45 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //     makes it wait, the tasks whose ctx has ended are dropped (sweep), so
 //     that they never cause another to be refused or to wait.
 
-// watchAhead watches, for a submission about to wait in m's waiting room
-// (locked), the ctxs of the asynchronous tasks that hold key's places
+// watchAhead watches, for a submission about to wait in key's waiting room
+// (m, locked), the ctxs of the asynchronous tasks that hold key's places
 // ahead of it or will: m's tasks that have not started, and the
-// submissions parked before it (nobody enters the queue ahead of it
-// otherwise). Nothing watches a queued task's ctx (see "Lazy
-// cancellation"), so one that ends while the submission waits would hold
-// its place until the key's queue reaches it; watched, its end sweeps
-// key's mailbox at once (sweepKey, on the goroutine context.AfterFunc
+// submissions parked before it, its own included once it is let in (nobody
+// enters the queue ahead of it otherwise). Nothing watches a queued task's
+// ctx (see "Lazy cancellation"), so one that ends while the submission
+// waits would hold its place until the key's queue reaches it; watched, its
+// end sweeps the key at once (sweepKey, on the goroutine context.AfterFunc
 // starts, where the swept tasks' callbacks run), and the place it frees
-// lets the submission in. Each distinct ctx that can end is watched once
-// (by its Done channel), and only while the submission waits: the cost is
-// the waiting submission's, never a queued task's. It returns what stops
-// the watches.
-func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K) (stop func()) {
-	var (
-		ctxs []context.Context
-		done []<-chan struct{}
-	)
-	add := func(c context.Context) {
-		if d := c.Done(); d != nil && !slices.Contains(done, d) {
-			done, ctxs = append(done, d), append(ctxs, c)
+// lets the submission in.
+//
+// The submissions waiting for one key share one watch (roomWatch): each
+// adds what is ahead of it and not yet watched, so each distinct ctx (by
+// its Done channel) is watched once while anyone waits for the key, and the
+// watch ends with the last of them. The cost is the waiting submissions',
+// never a queued task's. It returns what the submission calls as it leaves
+// the room, admitted or not.
+func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context) (leave func()) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	w := e.watches[key]
+	if w == nil {
+		if e.watches == nil {
+			e.watches = make(map[K]*roomWatch)
 		}
+		w = &roomWatch{done: make(map[<-chan struct{}]struct{})}
+		e.watches[key] = w
+	}
+	w.waiters++
+	add := func(c context.Context) {
+		d := c.Done()
+		if d == nil {
+			return
+		}
+		if _, ok := w.done[d]; ok {
+			return
+		}
+		w.done[d] = struct{}{}
+		w.stops = append(w.stops, context.AfterFunc(c, func() { e.sweepKey(key) }))
 	}
 	async := func(t *mailbox.Turn) {
 		if j := jobOf[K](t); j.async {
@@ -480,18 +496,30 @@ func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K) (stop func()) {
 		}
 		return false // looked at, never taken
 	})
-	if len(ctxs) == 0 {
-		return func() {}
-	}
-	stops := make([]func() bool, len(ctxs))
-	for i, c := range ctxs {
-		stops[i] = context.AfterFunc(c, func() { e.sweepKey(key) })
+	if own != nil {
+		add(own) // for those behind it, once it is let in
 	}
 	return func() {
-		for _, stop := range stops {
+		e.watchMu.Lock()
+		defer e.watchMu.Unlock()
+		if w.waiters--; w.waiters > 0 {
+			return
+		}
+		for _, stop := range w.stops {
 			stop()
 		}
+		if e.watches[key] == w {
+			delete(e.watches, key)
+		}
 	}
+}
+
+// roomWatch is the watch shared by the submissions waiting in one key's
+// waiting room (see watchAhead).
+type roomWatch struct {
+	waiters int                          // submissions that use it
+	done    map[<-chan struct{}]struct{} // the Done channels watched
+	stops   []func() bool                // each watch's context.AfterFunc stop
 }
 
 // sweepKey sweeps key's mailbox, if it has one (see sweep).

@@ -207,9 +207,57 @@ func TestContextFreesWaitingRoom(t *testing.T) {
 				if ran.Load() {
 					t.Errorf("the task whose ctx ended ran")
 				}
+				if n := executor.WatchedRooms(e); n != 0 {
+					t.Errorf("%d waiting rooms still watched with nobody waiting for room", n)
+				}
 			})
 		})
 	}
+}
+
+// TestContextWaitingRoomWatchesOnce: the submissions waiting for one key
+// share one watch, and a ctx they and the tasks ahead of them share is
+// watched once, not once per submission (a consumer loop's ctx, say: every
+// watch on it is a registration under its mutex).
+func TestContextWaitingRoomWatchesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
+			executor.WithPolicy(backpressure.Block()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		gate := make(chan struct{})
+		if _, err := e.Submit(context.Background(), "k", func(context.Context) error { <-gate; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if err := e.Go(ctx, "k", nop); err != nil { // fills k
+			t.Fatal(err)
+		}
+		const waiters = 10
+		results := make(chan error, waiters)
+		for range waiters {
+			go func() { _, err := e.Submit(ctx, "k", nop); results <- err }()
+		}
+		synctest.Wait()
+		if n := executor.WatchedCtxs(e, "k"); n != 1 {
+			t.Errorf("%d waiting submissions watch %d ctxs; want 1, the one they all share", waiters, n)
+		}
+		cancel()
+		synctest.Wait()
+		for range waiters {
+			if err := <-results; !errors.Is(err, context.Canceled) {
+				t.Errorf("a waiting Submit whose ctx ended: got %v; want %v", err, context.Canceled)
+			}
+		}
+		if n := executor.WatchedRooms(e); n != 0 {
+			t.Errorf("%d waiting rooms still watched with nobody waiting for room", n)
+		}
+		close(gate)
+	})
 }
 
 // TestContextAlreadyEnded: a call whose ctx already ended is refused with

@@ -213,7 +213,11 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	if j.done == nil {
 		j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 	}
-	defer e.watchAhead(m, j.ctx.key)()
+	var own context.Context // watched for those behind it, if it is asynchronous
+	if j.async {
+		own = j.ctx.caller()
+	}
+	defer e.watchAhead(m, j.ctx.key, own)()
 	m.Park(j.turn.Entry())
 	m.Release()
 	if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {

@@ -52,6 +52,12 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
+	// watchMu guards watches: the ctxs watched for the submissions waiting
+	// in a key's waiting room (see watchAhead). Only a submission that
+	// waits for room takes it.
+	watchMu sync.Mutex
+	watches map[K]*roomWatch
+
 	// Counters, each on its own cache line: submitters write pending and
 	// submitted, workers started and completed. Queued and Running are
 	// derived (Submitted - Started - Canceled and Started - Completed), so

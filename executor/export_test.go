@@ -15,3 +15,22 @@ func DebugState[K comparable](e *Executor[K]) string {
 	e.router.Each(func(k K, m *mailbox.Mailbox) { fmt.Fprintf(&b, "  key %v: %v\n", k, m) })
 	return b.String()
 }
+
+// WatchedRooms is how many keys' waiting rooms have a watch on the ctxs
+// ahead of them (see watchAhead): 0 once nobody waits for room.
+func WatchedRooms[K comparable](e *Executor[K]) int {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	return len(e.watches)
+}
+
+// WatchedCtxs is how many distinct ctxs the watch on key's waiting room
+// watches (see watchAhead).
+func WatchedCtxs[K comparable](e *Executor[K], key K) int {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	if w := e.watches[key]; w != nil {
+		return len(w.stops)
+	}
+	return 0
+}
