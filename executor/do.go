@@ -267,7 +267,8 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // and Wait returns ctx's error. A Wait in progress notices at once; with
 // nobody waiting, the executor notices when the task reaches the head of
 // its key's queue, or when a cap is reached (a cap first drops the queued
-// tasks whose ctx has ended, so they never cause a refusal), and Stats
+// tasks whose ctx has ended, so they never cause a refusal, and calls that
+// wait for room at the key's cap watch the tasks ahead of them), and Stats
 // count it as queued until then. Watching ctx costs nothing per task. For
 // work a request's handler does not wait for, pass
 // context.WithoutCancel(r.Context()): the request's ctx ends when the
@@ -299,7 +300,8 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // while the task is queued, the task is withdrawn and fn never runs (the
 // error handler hears ctx's error, and Stats count it as canceled). The
 // executor notices when the task reaches the head of its key's queue or a
-// cap is reached; until then Stats count it as queued. A request's ctx ends
+// cap is reached (and at once while a call waits for room at the key's
+// cap); until then Stats count it as queued. A request's ctx ends
 // when its handler returns, so from an HTTP handler pass
 // context.WithoutCancel(r.Context()), which keeps the request's values.
 // From inside a task pass a fresh ctx, not the task's, which ends when the
