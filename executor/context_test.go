@@ -124,6 +124,18 @@ func TestContextGivesPlaceBack(t *testing.T) {
 	waitIdle(t, e)
 }
 
+// blockingExec is an executor whose keys take two tasks each, and whose
+// calls at that cap wait for room (backpressure.Block).
+func blockingExec(t *testing.T) *executor.Executor[string] {
+	t.Helper()
+	e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
+		executor.WithPolicy(backpressure.Block()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 // TestContextFreesWaitingRoom: a submission waiting for room at a key's
 // cap (Block) is let in as soon as the ctx of a task queued ahead of it
 // ends, though nobody waits on that task: the waiting submission watches
@@ -134,11 +146,7 @@ func TestContextFreesWaitingRoom(t *testing.T) {
 	for _, ahead := range []string{"Go", "Submit", "parked Submit"} {
 		t.Run(ahead, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
-					executor.WithPolicy(backpressure.Block()))
-				if err != nil {
-					t.Fatal(err)
-				}
+				e := blockingExec(t)
 				defer e.Close(context.Background())
 				bg := context.Background()
 				gate := make(chan struct{})
@@ -158,6 +166,7 @@ func TestContextFreesWaitingRoom(t *testing.T) {
 					go func() { _, err := e.Submit(ctx, "k", fn); results <- err }()
 					synctest.Wait()
 				}
+				var err error
 				switch ahead {
 				case "Go":
 					err = e.Go(ctx, "k", never)
@@ -221,11 +230,7 @@ func TestContextFreesWaitingRoom(t *testing.T) {
 // watch on it is a registration under its mutex).
 func TestContextWaitingRoomWatchesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
-			executor.WithPolicy(backpressure.Block()))
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := blockingExec(t)
 		defer e.Close(context.Background())
 		gate := make(chan struct{})
 		if _, err := e.Submit(context.Background(), "k", func(context.Context) error { <-gate; return nil }); err != nil {

@@ -99,17 +99,13 @@ func heapInUse() uint64 {
 	return ms.HeapInuse
 }
 
-// TestStripesHotKeysNames: in striped mode HotKeys names a busy stripe
-// after a key of its oldest task that maps to that stripe: a DoMany queued
-// on two stripes is named by its key on each, not by the key that last used
-// the stripe nor by its other key.
-func TestStripesHotKeysNames(t *testing.T) {
-	e := newExec[int](t, executor.WithStripes(2), executor.WithWorkers(2))
-	ctx := context.Background()
-	// Keys on 0's stripe make a Do nested in a Do on 0 re-entrant.
-	var same, other []int
-	err := e.Do(ctx, 0, func(ctx context.Context) error {
-		for k := 1; len(same) == 0 || len(other) == 0; k++ {
+// probeStripes finds keys on key 0's stripe (a Do on one, nested in a Do on
+// 0, is re-entrant), at least n of them besides 0, and at least one key on
+// another stripe.
+func probeStripes(t *testing.T, e *executor.Executor[int], n int) (same, other []int) {
+	t.Helper()
+	err := e.Do(context.Background(), 0, func(ctx context.Context) error {
+		for k := 1; len(same) < n || len(other) == 0; k++ {
 			switch err := e.Do(ctx, k, func(context.Context) error { return nil }); err {
 			case executor.ErrReentrant:
 				same = append(same, k)
@@ -124,6 +120,17 @@ func TestStripesHotKeysNames(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probing stripes: %v", err)
 	}
+	return same, other
+}
+
+// TestStripesHotKeysNames: in striped mode HotKeys names a busy stripe
+// after a key of its oldest task that maps to that stripe: a DoMany queued
+// on two stripes is named by its key on each, not by the key that last used
+// the stripe nor by its other key.
+func TestStripesHotKeysNames(t *testing.T) {
+	e := newExec[int](t, executor.WithStripes(2), executor.WithWorkers(2))
+	ctx := context.Background()
+	same, other := probeStripes(t, e, 1)
 	third, far := same[0], other[0]
 	gate, started := make(chan struct{}), make(chan struct{}, 2)
 	defer close(gate)
@@ -174,25 +181,7 @@ func TestStripesHotKeysNames(t *testing.T) {
 func TestStripesHotKeysNamesOldest(t *testing.T) {
 	e := newExec[int](t, executor.WithStripes(2), executor.WithWorkers(1))
 	ctx := context.Background()
-	// Probe for keys on 0's stripe (re-entrant from inside a Do on 0) and
-	// on the other one.
-	var same, other []int
-	err := e.Do(ctx, 0, func(ctx context.Context) error {
-		for k := 1; len(same) < 2 || len(other) == 0; k++ {
-			switch err := e.Do(ctx, k, func(context.Context) error { return nil }); err {
-			case executor.ErrReentrant:
-				same = append(same, k)
-			case nil:
-				other = append(other, k)
-			default:
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("probing stripes: %v", err)
-	}
+	same, other := probeStripes(t, e, 2)
 	name := func() int {
 		t.Helper()
 		for _, kl := range e.HotKeys(2) {
