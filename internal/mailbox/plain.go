@@ -711,22 +711,12 @@ func (m *Mailbox) endPlain() {
 
 // claim claims slot i of a running plain batch, for the drive loop
 // before it starts it, or for TakePlain as it takes it out: it reports
-// whether the slot was still unclaimed. One CAS on one word decides which
-// of the two gets a slot. A mailbox without its extra runs batches of one,
-// which TakePlain leaves alone.
+// whether the slot was still unclaimed. One atomic OR on one word decides
+// which of the two gets a slot: the one that found its bit clear. A
+// mailbox without its extra runs batches of one, which TakePlain leaves
+// alone.
 func claim(x *extra, i int) bool {
-	if x == nil {
-		return true
-	}
-	for {
-		w := x.plainClaim.Load()
-		if w&(1<<i) != 0 {
-			return false
-		}
-		if x.plainClaim.CompareAndSwap(w, w|1<<i) {
-			return true
-		}
-	}
+	return x == nil || x.plainClaim.Or(1<<i)&(1<<i) == 0
 }
 
 // plainOldest returns the stamp of the oldest plain task that waits in the
