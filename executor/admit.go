@@ -468,7 +468,7 @@ func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context)
 		if e.watches == nil {
 			e.watches = make(map[K]*roomWatch)
 		}
-		w = &roomWatch{done: make(map[<-chan struct{}]struct{})}
+		w = &roomWatch{watched: make(map[<-chan struct{}]func() bool)}
 		e.watches[key] = w
 	}
 	w.waiters++
@@ -477,11 +477,9 @@ func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context)
 		if d == nil {
 			return
 		}
-		if _, ok := w.done[d]; ok {
-			return
+		if _, ok := w.watched[d]; !ok {
+			w.watched[d] = context.AfterFunc(c, func() { e.sweepKey(key) })
 		}
-		w.done[d] = struct{}{}
-		w.stops = append(w.stops, context.AfterFunc(c, func() { e.sweepKey(key) }))
 	}
 	async := func(t *mailbox.Turn) {
 		if j := jobOf[K](t); j.async {
@@ -505,7 +503,7 @@ func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context)
 		if w.waiters--; w.waiters > 0 {
 			return
 		}
-		for _, stop := range w.stops {
+		for _, stop := range w.watched {
 			stop()
 		}
 		if e.watches[key] == w {
@@ -517,9 +515,8 @@ func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context)
 // roomWatch is the watch shared by the submissions waiting in one key's
 // waiting room (see watchAhead).
 type roomWatch struct {
-	waiters int                          // submissions that use it
-	done    map[<-chan struct{}]struct{} // the Done channels watched
-	stops   []func() bool                // each watch's context.AfterFunc stop
+	waiters int                             // submissions that use it
+	watched map[<-chan struct{}]func() bool // by Done channel: its context.AfterFunc's stop
 }
 
 // sweepKey sweeps key's mailbox, if it has one (see sweep).

@@ -209,7 +209,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
 	m.e, m.own = e, true
 	m.task.ops = &e.subOps
-	if err := e.enqueueAsync(ctx, key, queuedOnly, &m.job, &m.ctx, &m.caller, m, true); err != nil {
+	if err := e.enqueueMessage(ctx, key, &m.job, &m.ctx, &m.caller, m); err != nil {
 		return nil, err
 	}
 	return &m.task, nil
@@ -421,4 +421,25 @@ func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs Batch
 		}
 		e.obs.TaskFinished(run, out)
 	})
+}
+
+// enqueueMessage queues the job j of a Batcher message on key (its fn is
+// queuedOnly: the group's run calls the batch's fn), run with the task
+// context c, whose caller's ctx is kept at home (see setCaller); w is the
+// message, j's Work (mailbox.Grouped).
+func (e *Executor[K]) enqueueMessage(ctx context.Context, key K, j *job[K], c *taskCtx[K], home *context.Context, w mailbox.Work) error {
+	c.key = key
+	c.setCaller(ctx, home)
+	e.bind(j, queuedOnly, c)
+	j.async = true
+	j.turn.Init(w, false)
+	j.turn.SetGrouped()
+	p, err := e.enter(ctx, j, nil, false)
+	if err != nil {
+		return err
+	}
+	if p == queuedLent {
+		e.innermost(ctx).unlend(e.runner, true) // queued: the task may go on
+	}
+	return nil
 }

@@ -316,30 +316,6 @@ func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) er
 	return e.goPlain(ctx, key, fn)
 }
 
-// enqueueAsync queues the asynchronous job j of fn on key, run with the
-// task context c, whose caller's ctx is kept at home (see setCaller); w is
-// j's Work (j, or a Batcher's message around it,
-// grouped, whose Work is mailbox.Grouped).
-func (e *Executor[K]) enqueueAsync(ctx context.Context, key K, fn func(context.Context) error,
-	j *job[K], c *taskCtx[K], home *context.Context, w mailbox.Work, grouped bool) error {
-	c.key = key
-	c.setCaller(ctx, home)
-	e.bind(j, fn, c)
-	j.async = true
-	j.turn.Init(w, false)
-	if grouped {
-		j.turn.SetGrouped()
-	}
-	p, err := e.enter(ctx, j, nil, false)
-	if err != nil {
-		return err
-	}
-	if p == queuedLent {
-		e.innermost(ctx).unlend(e.runner, true) // queued: the task may go on
-	}
-	return nil
-}
-
 // wait blocks until the synchronous job j ends; if ctx ends first and j has
 // not started, j is withdrawn at once. It recycles j. A nested call lends
 // its task's slot meanwhile, unless it already has (lent, see enter).

@@ -30,7 +30,7 @@ func WatchedCtxs[K comparable](e *Executor[K], key K) int {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
 	if w := e.watches[key]; w != nil {
-		return len(w.stops)
+		return len(w.watched)
 	}
 	return 0
 }

@@ -612,10 +612,11 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 }
 
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's
-// (SettlePlain follows, once its place is free). The Task t (a Submit's) receives fn's error; if it is nil (a
-// Go's), a failure goes to the error handler. A task whose ctx ended while
-// it waited, or that a giving-up Close abandoned, is not run: it is
-// accounted as canceled, and the key's next task goes on at once.
+// (SettlePlain follows, once its place is free). The Task t (a Submit's)
+// receives fn's error; if it is nil (a Go's), a failure goes to the error
+// handler. A task whose ctx ended while it waited, or that a giving-up
+// Close abandoned, is not run: it is accounted as canceled, and the key's
+// next task goes on at once.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
 	err := c.caller().Err()
 	if err == nil && e.force.Err() != nil {
