@@ -243,9 +243,18 @@ func TestContextWaitingRoomWatchesOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		const waiters = 10
+		// Each ends with ctx's error: refused while it waits, or, if the
+		// sweep that ctx's end starts lets it in first, withdrawn from the
+		// queue (its ctx has ended: fn never runs).
 		results := make(chan error, waiters)
 		for range waiters {
-			go func() { _, err := e.Submit(ctx, "k", nop); results <- err }()
+			go func() {
+				task, err := e.Submit(ctx, "k", func(context.Context) error { t.Error("a task whose ctx ended ran"); return nil })
+				if err == nil {
+					err = task.Wait(context.Background())
+				}
+				results <- err
+			}()
 		}
 		synctest.Wait()
 		if n := executor.WatchedCtxs(e, "k"); n != 1 {
@@ -255,7 +264,7 @@ func TestContextWaitingRoomWatchesOnce(t *testing.T) {
 		synctest.Wait()
 		for range waiters {
 			if err := <-results; !errors.Is(err, context.Canceled) {
-				t.Errorf("a waiting Submit whose ctx ended: got %v; want %v", err, context.Canceled)
+				t.Errorf("a Submit that waited for room, its ctx ended: got %v; want %v", err, context.Canceled)
 			}
 		}
 		if n := executor.WatchedRooms(e); n != 0 {
