@@ -198,37 +198,39 @@ func TestStripesHotKeysNamesOldest(t *testing.T) {
 	if k := e.HotKeys(2)[0].Key; k != other[0] {
 		t.Errorf("HotKeys names the blocker's stripe %d; want %d, the running Submit's key", k, other[0])
 	}
+	g.open()
+	waitIdle(t, e)
 	do, sub := same[0], same[1]
 	done := make(chan error, 1)
-	go func() { done <- e.Do(ctx, do, func(context.Context) error { return nil }) }()
-	eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 1 })
-	if _, err := e.Submit(ctx, sub, func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
+	queueDo := func(queued int) {
+		go func() { done <- e.Do(ctx, do, func(context.Context) error { return nil }) }()
+		eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == queued })
 	}
-	if k := name(); k != do {
-		t.Errorf("HotKeys names 0's stripe %d; want %d, the key of the Do queued first", k, do)
+	queueSubmit := func() {
+		if _, err := e.Submit(ctx, sub, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
 	}
-	g.open()
-	if err := recv(t, "the Do to return", done); err != nil {
-		t.Fatalf("Do = %v", err)
+	for _, doFirst := range []bool{true, false} {
+		g, _ := block(t, e, other[0])
+		want, first := sub, "Submit"
+		if doFirst {
+			queueDo(1)
+			queueSubmit()
+			want, first = do, "Do"
+		} else {
+			queueSubmit()
+			queueDo(2)
+		}
+		if k := name(); k != want {
+			t.Errorf("HotKeys names 0's stripe %d; want %d, the key of the %s queued first", k, want, first)
+		}
+		g.open()
+		if err := recv(t, "the Do to return", done); err != nil {
+			t.Fatalf("Do = %v", err)
+		}
+		waitIdle(t, e)
 	}
-	waitIdle(t, e)
-
-	// The Submit first, then the Do.
-	g, _ = block(t, e, other[0])
-	if _, err := e.Submit(ctx, sub, func(context.Context) error { return nil }); err != nil {
-		t.Fatal(err)
-	}
-	go func() { done <- e.Do(ctx, do, func(context.Context) error { return nil }) }()
-	eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 2 })
-	if k := name(); k != sub {
-		t.Errorf("HotKeys names 0's stripe %d; want %d, the key of the Submit queued first", k, sub)
-	}
-	g.open()
-	if err := recv(t, "the Do to return", done); err != nil {
-		t.Fatalf("Do = %v", err)
-	}
-	waitIdle(t, e)
 }
 
 // TestStripesCapsAndCounts: in striped mode keys on one stripe share the
