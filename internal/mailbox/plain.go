@@ -281,6 +281,21 @@ func (q *plainRing) drop(n int, st *[]int64) {
 	}
 }
 
+// trim drops the tombstones (see TakePlain) at the head of the queue, while
+// no batch runs (locked): they must never keep the key from holding,
+// retiring, or letting a Turn behind them join a shared hold. TakePlain
+// trims those it leaves; endPlain those left while its batch ran.
+func (q *plainRing) trim(st *[]int64) {
+	buf, n := q.buf(), 0
+	for n < q.queued() && buf[q.at(n)].fn == nil {
+		n++
+	}
+	if n > 0 {
+		q.drop(n, st)
+		q.taken += uint32(n)
+	}
+}
+
 // EnqueuePlain queues fn, with arg for the runner's Plain, at the tail of m's
 // queue (locked), with the stamp OldestStamp reports for it (the owner's clock,
 // as for Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
@@ -529,14 +544,7 @@ func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 		}
 	}
 	if q.cut == 0 {
-		n := 0
-		for n < q.queued() && buf[q.at(n)].fn == nil {
-			n++
-		}
-		if n > 0 {
-			q.drop(n, m.stamps())
-			q.taken += uint32(n)
-		}
+		q.trim(m.stamps())
 	}
 	return ps
 }
@@ -703,6 +711,7 @@ func (m *Mailbox) endPlain() {
 	q := &m.plain
 	q.drop(int(q.cut), m.stamps())
 	q.cut = 0
+	q.trim(m.stamps()) // taken out while the batch ran
 	if x := m.x.Load(); x != nil {
 		x.plainClaim.Store(0)
 	}
