@@ -26,8 +26,8 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 // reserve is reserveTurn for a caller on an executor without a global
 // cap (leanSlot): nobody waits in the room there, so it is never let in
 // from it and has no turn to hand on.
-func (e *Executor[K]) reserve(ctx context.Context) error {
-	handed, err := e.reserveTurn(ctx)
+func (e *Executor[K]) reserve(ctx context.Context, key K) error {
+	handed, err := e.reserveTurn(ctx, key, nil)
 	if handed {
 		e.room.handOn(e.takeRoom)
 	}
@@ -44,7 +44,9 @@ func (e *Executor[K]) reserve(ctx context.Context) error {
 //
 // Before the cap refuses anyone or makes anyone wait, the tasks whose
 // submitter's ctx has ended are dropped from every queue (sweepAll), once.
-func (e *Executor[K]) reserveTurn(ctx context.Context) (handed bool, err error) {
+// A submission that waits is on key; own is its ctx if it is asynchronous,
+// else nil (see watchGlobal).
+func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Context) (handed bool, err error) {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
 		e.unreserve()
@@ -88,7 +90,7 @@ func (e *Executor[K]) reserveTurn(ctx context.Context) (handed bool, err error) 
 		return false, e.reject(err)
 	}
 	if v == backpressure.Wait && !nested {
-		return e.parkGlobal(ctx)
+		return e.parkGlobal(ctx, key, own)
 	}
 	// A nested call is refused rather than made to wait: its own task (and
 	// any it is nested in, and the tasks queued behind them) hold room that
@@ -441,90 +443,9 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //     task's ctx as well as its own;
 //   - at a cap: before a per-key or the global cap refuses a submission or
 //     makes it wait, the tasks whose ctx has ended are dropped (sweep), so
-//     that they never cause another to be refused or to wait.
-
-// watchAhead watches, for a submission about to wait in key's waiting room
-// (m, locked), the ctxs of the asynchronous tasks that hold key's places
-// ahead of it or will: m's tasks that have not started, and the
-// submissions parked before it, its own included once it is let in (nobody
-// enters the queue ahead of it otherwise). Nothing watches a queued task's
-// ctx (see "Lazy cancellation"), so one that ends while the submission
-// waits would hold its place until the key's queue reaches it; watched, its
-// end sweeps the key at once (sweepKey, on the goroutine context.AfterFunc
-// starts, where the swept tasks' callbacks run), and the place it frees
-// lets the submission in.
-//
-// The submissions waiting for one key share one watch (roomWatch): each
-// adds what is ahead of it and not yet watched, so each distinct ctx (by
-// its Done channel) is watched once while anyone waits for the key, and the
-// watch ends with the last of them. The cost is the waiting submissions',
-// never a queued task's. It returns what the submission calls as it leaves
-// the room, admitted or not.
-func (e *Executor[K]) watchAhead(m *mailbox.Mailbox, key K, own context.Context) (leave func()) {
-	e.watchMu.Lock()
-	defer e.watchMu.Unlock()
-	w := e.watches[key]
-	if w == nil {
-		if e.watches == nil {
-			e.watches = make(map[K]*roomWatch)
-		}
-		w = &roomWatch{watched: make(map[<-chan struct{}]func() bool)}
-		e.watches[key] = w
-	}
-	w.waiters++
-	add := func(c context.Context) {
-		d := c.Done()
-		if d == nil {
-			return
-		}
-		if _, ok := w.watched[d]; !ok {
-			w.watched[d] = context.AfterFunc(c, func() { e.sweepKey(key) })
-		}
-	}
-	async := func(t *mailbox.Turn) {
-		if j := jobOf[K](t); j.async {
-			add(j.ctx.caller())
-		}
-	}
-	m.EachWaiting(async)
-	m.EachParked(async)
-	m.TakePlain(func(arg any) bool {
-		if c, _ := plainArg[K](arg); c != nil {
-			add(c.caller())
-		}
-		return false // looked at, never taken
-	})
-	if own != nil {
-		add(own) // for those behind it, once it is let in
-	}
-	return func() {
-		e.watchMu.Lock()
-		defer e.watchMu.Unlock()
-		if w.waiters--; w.waiters > 0 {
-			return
-		}
-		for _, stop := range w.watched {
-			stop()
-		}
-		if e.watches[key] == w {
-			delete(e.watches, key)
-		}
-	}
-}
-
-// roomWatch is the watch shared by the submissions waiting in one key's
-// waiting room (see watchAhead).
-type roomWatch struct {
-	waiters int                             // submissions that use it
-	watched map[<-chan struct{}]func() bool // by Done channel: its context.AfterFunc's stop
-}
-
-// sweepKey sweeps key's mailbox, if it has one (see sweep).
-func (e *Executor[K]) sweepKey(key K) {
-	if m := e.router.Find(key); m != nil && !e.sweep(m) {
-		m.Release()
-	}
-}
+//     that they never cause another to be refused or to wait; and while a
+//     submission waits for room, the ctxs of the tasks holding that room
+//     are watched for it, so that their end lets it in at once (watch.go).
 
 // sweep drops the tasks of m (locked) that have not started and whose
 // submitter's ctx has ended, those a running batch has taken from the

@@ -136,91 +136,107 @@ func blockingExec(t *testing.T) *executor.Executor[string] {
 	return e
 }
 
-// TestContextFreesWaitingRoom: a submission waiting for room at a key's
-// cap (Block) is let in as soon as the ctx of a task queued ahead of it
-// ends, though nobody waits on that task: the waiting submission watches
-// the ctxs ahead of it, and their end sweeps the key. Ahead of it are
-// tasks queued before it parked (a Go, a Submit), or one let in from the
-// room before it (a Submit that waited too).
+// TestContextFreesWaitingRoom: a submission waiting for room (Block), at a
+// key's cap or at the executor-wide one, is let in as soon as the ctx of a
+// task holding that room ends, though nobody waits on that task: the
+// waiting submission watches the ctxs of what holds the room, and their
+// end sweeps their keys. The task is one queued before it came (a Go, a
+// Submit), or one let in from the room before it (a Submit that waited
+// too).
 func TestContextFreesWaitingRoom(t *testing.T) {
-	for _, ahead := range []string{"Go", "Submit", "parked Submit"} {
-		t.Run(ahead, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				e := blockingExec(t)
-				defer e.Close(context.Background())
-				bg := context.Background()
-				gate := make(chan struct{})
-				hold := func(gate chan struct{}) func(context.Context) error {
-					return func(context.Context) error { <-gate; return nil }
-				}
-				if _, err := e.Submit(bg, "k", hold(gate)); err != nil {
-					t.Fatal(err)
-				}
-				synctest.Wait() // it runs, and holds one of k's two places
-				ctx, cancel := context.WithCancel(bg)
-				defer cancel()
-				var ran atomic.Bool
-				never := func(context.Context) error { ran.Store(true); return nil }
-				results := make(chan error, 2)
-				submit := func(ctx context.Context, fn func(context.Context) error) {
-					go func() { _, err := e.Submit(ctx, "k", fn); results <- err }()
-					synctest.Wait()
-				}
-				var err error
-				switch ahead {
-				case "Go":
-					err = e.Go(ctx, "k", never)
-				case "Submit":
-					_, err = e.Submit(ctx, "k", never)
-				case "parked Submit":
-					// A second task fills k, so the Submit with ctx waits
-					// in the room, and the last one behind it; the first
-					// task's end lets the Submit with ctx in.
-					gate2 := make(chan struct{})
-					if _, err := e.Submit(bg, "k", hold(gate2)); err != nil {
-						t.Fatal(err)
-					}
-					submit(ctx, never)
-					submit(bg, nop)
-					close(gate)
-					synctest.Wait()
-					gate = gate2
-					err = <-results
-				}
-				if err != nil {
-					t.Fatalf("the task with ctx: %v", err)
-				}
-				if ahead != "parked Submit" {
-					submit(bg, nop)
-				}
-				select {
-				case err := <-results:
-					t.Fatalf("the last Submit did not wait for room: %v", err)
-				default:
-				}
-				cancel() // nobody waits on the task with ctx: only the waiting Submit watches it
-				synctest.Wait()
-				select {
-				case err := <-results:
-					if err != nil {
-						t.Errorf("the waiting Submit: got %v; want nil", err)
-					}
-				default:
-					t.Fatalf("the Submit waiting for room still waits after the ctx of the task ahead of it ended")
-				}
-				if s := e.Stats(); s.Canceled != 1 {
-					t.Errorf("Stats().Canceled = %d; want 1, the task whose ctx ended", s.Canceled)
-				}
-				close(gate)
-				synctest.Wait()
-				if ran.Load() {
-					t.Errorf("the task whose ctx ended ran")
-				}
-				if n := executor.WatchedRooms(e); n != 0 {
-					t.Errorf("%d waiting rooms still watched with nobody waiting for room", n)
-				}
+	for _, tc := range []struct {
+		room string
+		cap  executor.Option
+	}{
+		{"key", executor.WithMaxQueuePerKey(2)},
+		{"global", executor.WithMaxPending(2)},
+	} {
+		for _, ahead := range []string{"Go", "Submit", "parked Submit"} {
+			t.Run(tc.room+"/"+ahead, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { freesWaitingRoom(t, tc.cap, ahead) })
 			})
-		})
+		}
+	}
+}
+
+func freesWaitingRoom(t *testing.T, capOpt executor.Option, ahead string) {
+	e, err := executor.New[string](executor.WithWorkers(2), capOpt, executor.WithPolicy(backpressure.Block()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	bg := context.Background()
+	gate := make(chan struct{})
+	hold := func(gate chan struct{}) func(context.Context) error {
+		return func(context.Context) error { <-gate; return nil }
+	}
+	if _, err := e.Submit(bg, "k", hold(gate)); err != nil {
+		t.Fatal(err)
+	}
+	synctest.Wait() // it runs, and holds one of the two places (k's, or the executor's)
+	ctx, cancel := context.WithCancel(bg)
+	defer cancel()
+	var ran atomic.Bool
+	never := func(context.Context) error { ran.Store(true); return nil }
+	results := make(chan error, 2)
+	submit := func(ctx context.Context, fn func(context.Context) error) {
+		go func() { _, err := e.Submit(ctx, "k", fn); results <- err }()
+		synctest.Wait()
+	}
+	switch ahead {
+	case "Go":
+		err = e.Go(ctx, "k", never)
+	case "Submit":
+		_, err = e.Submit(ctx, "k", never)
+	case "parked Submit":
+		// A second task fills k, so the Submit with ctx waits
+		// in the room, and the last one behind it; the first
+		// task's end lets the Submit with ctx in.
+		gate2 := make(chan struct{})
+		if _, err := e.Submit(bg, "k", hold(gate2)); err != nil {
+			t.Fatal(err)
+		}
+		submit(ctx, never)
+		submit(bg, nop)
+		close(gate)
+		synctest.Wait()
+		gate = gate2
+		err = <-results
+	}
+	if err != nil {
+		t.Fatalf("the task with ctx: %v", err)
+	}
+	if ahead != "parked Submit" {
+		submit(bg, nop)
+	}
+	select {
+	case err := <-results:
+		t.Fatalf("the last Submit did not wait for room: %v", err)
+	default:
+	}
+	cancel() // nobody waits on the task with ctx: only the waiting Submit watches it
+	synctest.Wait()
+	select {
+	case err := <-results:
+		if err != nil {
+			t.Errorf("the waiting Submit: got %v; want nil", err)
+		}
+	default:
+		t.Fatalf("the Submit waiting for room still waits after the ctx of the task ahead of it ended")
+	}
+	if s := e.Stats(); s.Canceled != 1 {
+		t.Errorf("Stats().Canceled = %d; want 1, the task whose ctx ended", s.Canceled)
+	}
+	close(gate)
+	synctest.Wait()
+	if ran.Load() {
+		t.Errorf("the task whose ctx ended ran")
+	}
+	if n := executor.WatchedRooms(e); n != 0 {
+		t.Errorf("%d waiting rooms still watched with nobody waiting for room", n)
+	}
+	if _, ok := executor.GlobalWatch(e); ok {
+		t.Errorf("the executor's waiting room is still watched with nobody waiting for room")
 	}
 }
 
@@ -272,6 +288,73 @@ func TestContextWaitingRoomWatchesOnce(t *testing.T) {
 		}
 		close(gate)
 	})
+}
+
+// TestContextWatchBounded: a room that never empties (producers blocked on
+// a full key, or a full executor, each task with a ctx of its own) keeps
+// its watch to what holds room now, not a registration for every
+// submission it ever let in.
+func TestContextWatchBounded(t *testing.T) {
+	const producers, each = 4, 30
+	for _, room := range []string{"key", "global"} {
+		t.Run(room, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt, key := executor.WithMaxQueuePerKey(2), func(int) string { return "k" }
+				watched := func(e *executor.Executor[string]) int { return executor.WatchedCtxs(e, "k") }
+				if room == "global" {
+					opt, key = executor.WithMaxPending(2), func(p int) string { return fmt.Sprint("k", p) }
+					watched = func(e *executor.Executor[string]) int { n, _ := executor.GlobalWatch(e); return n }
+				}
+				e, err := executor.New[string](executor.WithWorkers(1), opt, executor.WithPolicy(backpressure.Block()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				step := make(chan struct{})
+				fn := func(context.Context) error { <-step; return nil }
+				var producing sync.WaitGroup
+				cancels := make([][]context.CancelFunc, producers) // called once every task ran: each ctx stays live
+				defer func() {
+					for _, cs := range cancels {
+						for _, cancel := range cs {
+							cancel()
+						}
+					}
+				}()
+				for p := range producers {
+					producing.Go(func() {
+						for range each {
+							ctx, cancel := context.WithCancel(context.Background())
+							cancels[p] = append(cancels[p], cancel)
+							if _, err := e.Submit(ctx, key(p), fn); err != nil {
+								t.Error(err)
+								return
+							}
+						}
+					})
+				}
+				// Room for 2, a waiter per producer, and its own ctx; the
+				// executor's watch looks again once it has doubled (and 16).
+				bound := 2 + producers + 1
+				if room == "global" {
+					bound = 2*bound + 16
+				}
+				most := 0
+				for range producers * each {
+					synctest.Wait()
+					most = max(most, watched(e))
+					step <- struct{}{}
+				}
+				producing.Wait()
+				if most > bound {
+					t.Errorf("the watch held %d ctxs; want at most %d, what holds room and waits for it", most, bound)
+				}
+				if most == 0 {
+					t.Errorf("nothing was watched: the room never had a waiter, and the test proves nothing")
+				}
+			})
+		})
+	}
 }
 
 // TestContextAlreadyEnded: a call whose ctx already ended is refused with

@@ -116,7 +116,11 @@ const (
 // watches ctx). Taking the slot back first would leave the queued task
 // deaf to ctx for as long as every slot is busy.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
-	m, wait, err := e.admit(ctx, j.ctx.key, outer)
+	var own context.Context // watched while it waits for room, if asynchronous
+	if j.async {
+		own = ctx
+	}
+	m, wait, err := e.admit(ctx, j.ctx.key, own, outer)
 	if err != nil {
 		return queued, err
 	}
@@ -148,9 +152,10 @@ func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbo
 // returns the key's mailbox locked, and whether the policy has the
 // submission wait for room (see waitRoom), or an error, with nothing held,
 // if it was refused. A nested call (outer is its task) is also refused when
-// the key's queue waits for a DoMany that waits for the calling task.
-func (e *Executor[K]) admit(ctx context.Context, key K, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
-	handed, err := e.reserveTurn(ctx)
+// the key's queue waits for a DoMany that waits for the calling task. own
+// is ctx if the submission is asynchronous, else nil (see reserveTurn).
+func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
+	handed, err := e.reserveTurn(ctx, key, own)
 	if err != nil {
 		return nil, false, err
 	}
@@ -217,7 +222,7 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	if j.async {
 		own = j.ctx.caller()
 	}
-	defer e.watchAhead(m, j.ctx.key, own)()
+	defer e.watchKey(m, j.ctx.key, own)()
 	m.Park(j.turn.Entry())
 	m.Release()
 	if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {

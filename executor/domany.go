@@ -51,7 +51,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	var zero K // a multi-key task's keys are its job's
 	j := e.syncJob(ctx, fn, zero, &keys)
 	entries := j.turn.InitMany(j, len(keys))
-	handed, err := e.reserveTurn(ctx)
+	handed, err := e.reserveTurn(ctx, zero, nil) // synchronous: nothing of it is watched
 	if err != nil {
 		e.reuse(j)
 		return err

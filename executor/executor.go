@@ -52,11 +52,12 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
-	// watchMu guards watches: the ctxs watched for the submissions waiting
-	// in a key's waiting room (see watchAhead). Only a submission that
-	// waits for room takes it.
+	// watchMu guards watches and global: the ctxs watched for the
+	// submissions waiting in a key's waiting room, and in the executor's
+	// (see watch.go). Only a submission that waits for room takes it.
 	watchMu sync.Mutex
-	watches map[K]*roomWatch
+	watches map[K]*roomWatch[K]
+	global  *roomWatch[K]
 
 	// Counters, each on its own cache line: submitters write pending and
 	// submitted, workers started and completed. Queued and Running are

@@ -17,7 +17,7 @@ func DebugState[K comparable](e *Executor[K]) string {
 }
 
 // WatchedRooms is how many keys' waiting rooms have a watch on the ctxs
-// ahead of them (see watchAhead): 0 once nobody waits for room.
+// ahead of them (see watchKey): 0 once nobody waits for room.
 func WatchedRooms[K comparable](e *Executor[K]) int {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -25,7 +25,7 @@ func WatchedRooms[K comparable](e *Executor[K]) int {
 }
 
 // WatchedCtxs is how many distinct ctxs the watch on key's waiting room
-// watches (see watchAhead).
+// watches (see watchKey).
 func WatchedCtxs[K comparable](e *Executor[K], key K) int {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -33,4 +33,15 @@ func WatchedCtxs[K comparable](e *Executor[K], key K) int {
 		return len(w.watched)
 	}
 	return 0
+}
+
+// GlobalWatch is how many distinct ctxs the watch on the executor's
+// waiting room watches, and whether there is one (see watchGlobal).
+func GlobalWatch[K comparable](e *Executor[K]) (ctxs int, ok bool) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	if e.global == nil {
+		return 0, false
+	}
+	return len(e.global.watched), true
 }

@@ -1394,10 +1394,11 @@ func (r *fuzzRun) ctxEnded(ft *fuzzTask) {
 	case !ft.started && r.unwatched(ft):
 		ft.lazy = true
 		// A call waiting for room at one of its keys watches the ctxs of
-		// the tasks ahead of it (watchAhead): its end sweeps that key at
-		// once.
+		// the tasks ahead of it (watchKey), and one waiting for global
+		// room those of every task holding room (watchGlobal): its end
+		// sweeps the keys it was seen on at once.
 		for _, q := range ft.qs {
-			if len(r.parkedK[q]) > 0 {
+			if len(r.parkedK[q]) > 0 || len(r.parkedG) > 0 {
 				r.sweep([]int{q})
 			}
 		}

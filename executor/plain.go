@@ -110,7 +110,7 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 		reserved = slot == noSlot
 	} else {
 		var err error
-		if m, wait, err = e.admit(ctx, key, outer); err != nil {
+		if m, wait, err = e.admit(ctx, key, nil, outer); err != nil {
 			return err
 		}
 	}
@@ -163,7 +163,7 @@ func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, sl
 		}
 		return m, ownSlot, nil
 	}
-	if err := e.reserve(ctx); err != nil {
+	if err := e.reserve(ctx, key); err != nil {
 		m.Release()
 		return nil, noSlot, err
 	}
@@ -353,7 +353,7 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 // room is a job, and reserves as any does.
 func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox, wait bool, err error) {
 	if !e.batchRelease {
-		return e.admit(ctx, key, nil)
+		return e.admit(ctx, key, ctx, nil)
 	}
 	if e.closed.Load() {
 		return nil, false, e.reject(ErrClosed) // before the Policy is asked

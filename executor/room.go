@@ -140,10 +140,13 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 }
 
 // parkGlobal waits in the room for executor-wide room until ctx ends or the
-// executor closes. On success the caller holds a reservation and the room's
-// turn (handed true), which it hands on (e.room.handOn) once it has taken
-// its place in its key's queue or was refused.
-func (e *Executor[K]) parkGlobal(ctx context.Context) (handed bool, err error) {
+// executor closes; while it waits, the ctxs of the tasks that hold room are
+// watched (watchGlobal: key and own are the submission's). On success the
+// caller holds a reservation and the room's turn (handed true), which it
+// hands on (e.room.handOn) once it has taken its place in its key's queue
+// or was refused.
+func (e *Executor[K]) parkGlobal(ctx context.Context, key K, own context.Context) (handed bool, err error) {
+	defer e.watchGlobal(key, own)()
 	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {
 		if e.closed.Load() {
 			e.room.handOn(e.takeRoom)

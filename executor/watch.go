@@ -1,0 +1,241 @@
+package executor
+
+import (
+	"context"
+	"slices"
+
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// Watching the room a waiting submission waits for.
+//
+// Nothing watches a queued task's ctx (see "Lazy cancellation" in
+// admit.go), so a task whose ctx ends while a submission waits for room
+// would hold its place until its queue reached it, and the submission
+// would wait for a task that will never run. So while anyone waits for
+// room, the ctxs of the asynchronous tasks that hold it are watched
+// (context.AfterFunc), and the end of one sweeps the keys its tasks were
+// seen on at once (sweepKey, on the goroutine AfterFunc starts, where the
+// swept tasks' callbacks run): the room they free lets the waiter in.
+// (Synchronous tasks need no watch: their callers withdraw them as their
+// ctx ends.)
+//
+// The waiters of one room share one watch (roomWatch), which watches each
+// distinct ctx (by its Done channel) once, and ends with the last of them.
+// Its cost is the waiters', never a queued task's, and it is bounded by
+// what holds room: a watch is brought back to what is ahead now (sync)
+// rather than growing with each waiter, so a room that never empties (a
+// hot key under Block, each submission with a ctx of its own) does not
+// keep a registration per submission it ever let in.
+//
+//   - A key's waiting room (watchKey): the key's tasks that have not
+//     started, queued or in a running batch, and the submissions parked
+//     before the waiter, its own included once it is let in (nobody
+//     enters the key's queue ahead of it otherwise). Each waiter looks at
+//     the key's mailbox under its lock, and syncs the watch.
+//   - The executor's waiting room (watchGlobal, WithMaxPending): the same,
+//     over every key. The first waiter looks at every mailbox, one shard
+//     lock at a time; a later one only adds its own ctx (nobody else takes
+//     room while anyone waits), and looks again only when the watch has
+//     grown to twice what the last look found, so that the look costs
+//     each waiter O(1) amortised. A submission that took its reservation
+//     before the first waiter came and enters its queue after that look is
+//     the one not watched: its end is noticed at its queue's head, or by
+//     the next look.
+
+// roomWatch is the watch shared by the submissions waiting in one room.
+// Guarded by Executor.watchMu.
+type roomWatch[K comparable] struct {
+	waiters int                                // submissions that use it
+	watched map[<-chan struct{}]*watchedCtx[K] // by Done channel
+	gen     uint64                             // bumped by each look (sync)
+	looked  int                                // len(watched) after the last look
+}
+
+// watchedCtx is one ctx a roomWatch watches.
+type watchedCtx[K comparable] struct {
+	stop func() bool // its context.AfterFunc's
+	keys []K         // the keys its tasks were seen on: swept as it ends
+	gen  uint64      // the newest look (or add) that found it
+}
+
+// seen is a ctx a look found, and the key of its task.
+type seen[K comparable] struct {
+	ctx context.Context
+	key K
+}
+
+// watchKey watches, for a submission about to wait in key's waiting room
+// (m, locked), the ctxs of what is ahead of it; own is its own ctx if it is
+// asynchronous, else nil. It returns what the submission calls as it
+// leaves the room, admitted or not.
+func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (leave func()) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	w := e.watches[key]
+	if w == nil {
+		if e.watches == nil {
+			e.watches = make(map[K]*roomWatch[K])
+		}
+		w = newRoomWatch[K]()
+		e.watches[key] = w
+	}
+	w.waiters++
+	gen := w.look()
+	for _, s := range e.aheadIn(m, key, nil) {
+		e.watch(w, gen, s.ctx, key)
+	}
+	if own != nil {
+		e.watch(w, gen, own, key)
+	}
+	w.prune(gen)
+	return func() {
+		e.watchMu.Lock()
+		defer e.watchMu.Unlock()
+		if e.unwatch(w) && e.watches[key] == w {
+			delete(e.watches, key)
+		}
+	}
+}
+
+// watchGlobal is watchKey for a submission on key about to wait in the
+// executor's waiting room. It takes the router's shard locks, so the
+// caller holds none.
+func (e *Executor[K]) watchGlobal(key K, own context.Context) (leave func()) {
+	w, gen, look := e.joinGlobal(key, own)
+	if look {
+		// Unlocked: the shard locks come before watchMu (see watchKey).
+		// What others add meanwhile carries gen or newer, and stays.
+		var ahead []seen[K]
+		e.router.Each(func(k K, m *mailbox.Mailbox) { ahead = e.aheadIn(m, k, ahead) })
+		e.watchMu.Lock()
+		defer e.watchMu.Unlock()
+		for _, s := range ahead { // w is still e.global: its waiter has not left
+			e.watch(w, gen, s.ctx, s.key)
+		}
+		w.prune(gen)
+	}
+	return func() {
+		e.watchMu.Lock()
+		defer e.watchMu.Unlock()
+		if e.unwatch(w) && e.global == w {
+			e.global = nil
+		}
+	}
+}
+
+// joinGlobal makes the caller a waiter of the executor's watch, adds own,
+// and reports whether the caller is to look at every queue, as gen.
+func (e *Executor[K]) joinGlobal(key K, own context.Context) (w *roomWatch[K], gen uint64, look bool) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	w = e.global
+	if w == nil {
+		w = newRoomWatch[K]()
+		e.global = w
+	}
+	w.waiters++
+	look = w.waiters == 1 || len(w.watched) > 2*w.looked+16
+	gen = w.gen
+	if look {
+		gen = w.look()
+	}
+	if own != nil {
+		e.watch(w, gen, own, key)
+	}
+	return w, gen, look
+}
+
+func newRoomWatch[K comparable]() *roomWatch[K] {
+	return &roomWatch[K]{watched: make(map[<-chan struct{}]*watchedCtx[K])}
+}
+
+// aheadIn appends to out the ctxs, with key, of m's (locked) asynchronous
+// tasks that have not started, and of its parked asynchronous submissions.
+func (e *Executor[K]) aheadIn(m *mailbox.Mailbox, key K, out []seen[K]) []seen[K] {
+	async := func(t *mailbox.Turn) {
+		if j := jobOf[K](t); j.async {
+			out = append(out, seen[K]{j.ctx.caller(), key})
+		}
+	}
+	m.EachWaiting(async)
+	m.EachParked(async)
+	m.TakePlain(func(arg any) bool {
+		if c, _ := plainArg[K](arg); c != nil {
+			out = append(out, seen[K]{c.caller(), key})
+		}
+		return false // looked at, never taken
+	})
+	return out
+}
+
+// look starts a look at what is ahead: what it finds is kept, and what was
+// watched before it and it does not find is dropped (prune).
+func (w *roomWatch[K]) look() uint64 {
+	w.gen++
+	return w.gen
+}
+
+// watch adds ctx, found on key by the look gen (or added since), to w.
+func (e *Executor[K]) watch(w *roomWatch[K], gen uint64, ctx context.Context, key K) {
+	d := ctx.Done()
+	if d == nil {
+		return // never ends
+	}
+	c := w.watched[d]
+	if c == nil {
+		c = &watchedCtx[K]{gen: gen}
+		w.watched[d] = c
+		c.stop = context.AfterFunc(ctx, func() { e.watchEnded(w, d, c) })
+	}
+	if c.gen < gen {
+		c.gen, c.keys = gen, c.keys[:0] // found by a newer look: its keys are the look's
+	}
+	if n := len(c.keys); n == 0 || c.keys[n-1] != key { // a key's tasks are found together
+		c.keys = append(c.keys, key)
+	}
+}
+
+// watchEnded sweeps the keys of c, a watched ctx that has ended.
+func (e *Executor[K]) watchEnded(w *roomWatch[K], d <-chan struct{}, c *watchedCtx[K]) {
+	e.watchMu.Lock()
+	keys := slices.Clone(c.keys)
+	if w.watched[d] == c {
+		delete(w.watched, d) // nothing more to watch on it
+	}
+	e.watchMu.Unlock()
+	for _, k := range keys {
+		e.sweepKey(k)
+	}
+}
+
+// prune stops watching what the look gen did not find.
+func (w *roomWatch[K]) prune(gen uint64) {
+	for d, c := range w.watched {
+		if c.gen < gen {
+			c.stop()
+			delete(w.watched, d)
+		}
+	}
+	w.looked = len(w.watched)
+}
+
+// unwatch is a waiter leaving w; it ends the watch, and reports true, if
+// it was the last.
+func (e *Executor[K]) unwatch(w *roomWatch[K]) bool {
+	if w.waiters--; w.waiters > 0 {
+		return false
+	}
+	for _, c := range w.watched {
+		c.stop()
+	}
+	clear(w.watched)
+	return true
+}
+
+// sweepKey sweeps key's mailbox, if it has one (see sweep).
+func (e *Executor[K]) sweepKey(key K) {
+	if m := e.router.Find(key); m != nil && !e.sweep(m) {
+		m.Release()
+	}
+}
