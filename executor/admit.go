@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"go.uber.org/zap"
-
 	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -97,72 +95,6 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Contex
 	// is given back only once it returns. With every reservation held so,
 	// it would wait forever.
 	return false, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
-}
-
-// unreserve gives back a reservation: to the first submission parked for
-// global room if there is one, else to Close's drain count.
-func (e *Executor[K]) unreserve() {
-	if e.pending.Add(-1) == 0 {
-		e.drainIfDone()
-	}
-	if e.room.busy() {
-		e.room.hand(e.takeRoom)
-	}
-}
-
-// unreserveBatch gives back the reservations of n tasks that ran in one
-// drive-loop batch (mailbox.RunnerOptions.Ran). It serves only executors without
-// a global cap: nobody waits for room there, only Close's drain counts
-// reservations, so one atomic operation can stand for the whole batch.
-func (e *Executor[K]) unreserveBatch(n int) {
-	if e.pending.Add(-int64(n)) == 0 {
-		e.drainIfDone()
-	}
-}
-
-// drainIfDone lets Close return once the executor is sealed (closed, and
-// every router shard's lock seen since: see seal), no reservation is held
-// and no execution slot is owned: an accepted task
-// holds a reservation until it settles, except an uncontended Do on an
-// executor without a global cap (leanSlot), which holds only its slot, and
-// a queued plain task there, whose shard's counts hold it (plainHeld). It is
-// called as the last reservation is given back, as a plain batch's are
-// (settlePlain), and as a slot is given back
-// (mailbox.RunnerOptions.Released); Close calls it once it has sealed.
-// Each of those writes its count, then reads the others', so the last one
-// to finish sees them all at 0.
-func (e *Executor[K]) drainIfDone() {
-	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
-		e.drain()
-	}
-}
-
-// plainHeld is how many queued plain tasks hold a reservation in their
-// shard's counts (see admitPlain): none on an executor with a global cap,
-// whose plain tasks reserve as any other. It is read once Close has
-// sealed the executor, when no shard's submitted count moves any more,
-// and settled only grows towards it.
-func (e *Executor[K]) plainHeld() uint64 {
-	if !e.batchRelease {
-		return 0
-	}
-	e.shardsMu.Lock()
-	defer e.shardsMu.Unlock()
-	var n uint64
-	for _, c := range e.shards {
-		settled := c.settled.Load() // first: it only grows towards submitted
-		n += c.submitted.Load() - settled
-	}
-	return n
-}
-
-// seal lets Close's drain count, once closed is set: it waits for every
-// submission that holds a router shard's lock to let go of it, so that a
-// plain task accepted there, having read closed false, is counted by then
-// (see admitPlain), and any later one reads closed true.
-func (e *Executor[K]) seal() {
-	e.router.Barrier()
-	e.sealed.Store(true)
 }
 
 // park waits, after the mailbox parked j, until j is admitted to the queue,
@@ -302,116 +234,6 @@ func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, e
 func (e *Executor[K]) keyBusy(m *mailbox.Mailbox, key K) *backpressure.BusyError {
 	return &backpressure.BusyError{Key: key, Scope: backpressure.ScopeKey,
 		Pending: m.Pending() + m.Parked(), Limit: e.cfg.maxPerKey, Retry: m.ServiceTime()}
-}
-
-// reject counts and logs a refusal by backpressure, and reports it and a
-// refusal because the executor closed (ErrClosed, not in Stats.Rejected) to
-// the observer; it returns err.
-func (e *Executor[K]) reject(err error) error {
-	if pe, ok := err.(*policyError); ok {
-		e.rejected.Add(1) // refused by backpressure, if not by a verdict
-		if e.obs != nil {
-			e.obs.TaskRejected(reasonOf(pe.scope))
-		}
-		return err
-	}
-	be, ok := err.(*backpressure.BusyError)
-	if !ok {
-		if err == ErrClosed && e.obs != nil {
-			e.obs.TaskRejected(ReasonClosed)
-		}
-		return err
-	}
-	e.rejected.Add(1)
-	if e.obs != nil {
-		e.obs.TaskRejected(reasonOf(be.Scope))
-	}
-	if ce := e.sampled.Check(zap.InfoLevel, "task rejected"); ce != nil {
-		ce.Write(zap.Any("key", be.Key), zap.Stringer("cap", be.Scope),
-			zap.Int("pending", be.Pending), zap.Int("limit", be.Limit))
-	}
-	return err
-}
-
-// accept counts an accepted task; called with its (last) mailbox locked,
-// before the task can start. A multi-key job was stamped before its first
-// enqueue (see stamp).
-func (e *Executor[K]) countAccepted(j *job[K]) {
-	e.submitted.Add(1)
-	if j.multi == nil {
-		e.stamp(j)
-	}
-}
-
-// stamp records when j entered the queue, if anyone reads it; it must
-// happen before j is linked into any mailbox, whose lock then publishes it.
-func (e *Executor[K]) stamp(j *job[K]) {
-	if e.ages {
-		j.turn.SetStamp(monotime())
-	}
-}
-
-// observeAccepted reports an acceptance to the observer, unlocked, once
-// nothing is left to do for the task that user code could keep from being
-// done: an Observer that calls runtime.Goexit there only ends the
-// submitter's goroutine.
-func (e *Executor[K]) observeAccepted() {
-	if e.obs != nil {
-		e.obs.TaskAccepted()
-	}
-}
-
-// tellAccepted tells the Observer of an acceptance, for a caller that
-// holds what a runtime.Goexit in TaskAccepted must not leave behind: if the
-// Observer calls it, exited runs as the goroutine exits. The caller checks
-// that there is an Observer, so that the path without one pays nothing.
-func (e *Executor[K]) tellAccepted(exited func()) {
-	told := false
-	defer func() {
-		if !told {
-			exited()
-		}
-	}()
-	e.obs.TaskAccepted()
-	told = true
-}
-
-// observeLent is observeAccepted for a nested call admitted from the
-// waiting room with its task's slot lent (park). If TaskAccepted calls
-// runtime.Goexit, the goroutine (the task's, or one it started) exits with
-// the slot taken back, as after a return, so the task's drive loop never
-// hands on a slot it does not hold.
-func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
-	if e.obs != nil {
-		e.tellAccepted(func() { outer.unlend(e.runner, lent) })
-	}
-}
-
-// abandon ends an accepted task that will never run (already taken out of
-// Queued by the caller).
-func (e *Executor[K]) abandon(j *job[K], err error) {
-	j.err = err
-	e.abandoned(j.ctx, j.multi, j.unread, err)
-}
-
-// abandoned accounts for an accepted task (with context c, and keys multi
-// if it has several) that will never run, because of err; unread: err goes
-// to the error handler.
-//
-// The task is accounted for before any user code hears of it; the error
-// handler's call is deferred, so an Observer that calls runtime.Goexit in
-// TaskCanceled does not keep the failure from it.
-func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
-	e.canceled.Add(1)
-	c.end()
-	if unread {
-		defer e.unread(keyField(c, multi), keyAny(c, multi), err, false)
-	} else if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
-		defer ce.Write(keyField(c, multi), zap.Error(err))
-	}
-	if e.obs != nil {
-		e.obs.TaskCanceled()
-	}
 }
 
 // cancel withdraws a queued task whose ctx ended; false if it already

@@ -115,8 +115,6 @@ func (e *Executor[K]) giveUp() {
 	})
 }
 
-func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
-
 // stopIdle waits for the pond workers of a pool the executor owns to exit.
 // Every drive loop has returned by now, so pond's queue is empty and each
 // worker exits as soon as it sees that. (pond's StopAndWait would do the

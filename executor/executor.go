@@ -59,28 +59,11 @@ type Executor[K comparable] struct {
 	watches map[K]*roomWatch[K]
 	global  *roomWatch[K]
 
-	// Counters, each on its own cache line: submitters write pending and
-	// submitted, workers started and completed. Queued and Running are
-	// derived (Submitted - Started - Canceled and Started - Completed), so
-	// Stats add up by construction. Jobs and Batcher messages count here.
-	// Queued plain tasks count in their router shard's shardCounts
-	// (shards), which their submitters write under the shard's lock, and
-	// the drive loops that run them a batch at a time: no line that
-	// every submitter or every worker writes moves between the cores with
-	// each task.
-	pending   paddedInt64 // accepted and not yet ended, but for plain tasks (see admitPlain): WithMaxPending, and what Close drains
-	submitted paddedUint64
-	counts    taskCounts
+	// ledger: what accepted tasks hold, the counts behind Stats, and
+	// Close's drain (see ledger.go).
+	ledger
 
-	shardsMu sync.Mutex     // guards shards
-	shards   []*shardCounts // one per router shard or stripe that queued a plain task or ran a Do at once
-	// ranAtOnce counts tasks submitted and started in one step, by a Do that
-	// runs fn at once (runLean): Stats adds it to both.
-	ranAtOnce paddedUint64
-	closed    atomic.Bool
-	sealed    atomic.Bool // Close has seen every router shard's lock closed (see seal)
-
-	rejected, canceled, panicked, slow atomic.Uint64
+	closed atomic.Bool
 
 	slowStop chan struct{} // closed to stop the slow-task watcher; nil if none
 	slowDone chan struct{} // closed when it has stopped
@@ -89,7 +72,6 @@ type Executor[K comparable] struct {
 	force       context.Context // canceled when Close gives up: running tasks see their ctx end
 	forceCancel context.CancelFunc
 	closing     chan struct{} // closed when Close starts
-	drained     chan struct{} // closed once closed, nothing is pending and no slot is owned (drainIfDone)
 
 	// dispatching counts submitters between enqueueing a task on an idle
 	// mailbox and spawning its drive loop. The task may be canceled and
@@ -97,9 +79,8 @@ type Executor[K comparable] struct {
 	// before it waits for the runner, so no loop starts after Close returns.
 	dispatching sync.WaitGroup
 
-	room      room     // submissions waiting for executor-wide room
-	waits     waits[K] // nested waits in progress (see deadlock.go)
-	drainOnce sync.Once
+	room  room     // submissions waiting for executor-wide room
+	waits waits[K] // nested waits in progress (see deadlock.go)
 
 	// The first Close to get past the drain stops the executor; the others
 	// wait for stopped. (Not a sync.Once: a Close blocked on a Once's mutex
@@ -107,54 +88,6 @@ type Executor[K comparable] struct {
 	// blocked, which hangs concurrent Closes under testing/synctest.)
 	stopping atomic.Bool
 	stopped  chan struct{}
-}
-
-type paddedInt64 struct {
-	atomic.Int64
-	_ [56]byte
-}
-
-type paddedUint64 struct {
-	atomic.Uint64
-	_ [56]byte
-}
-
-// taskCounts are the started and completed counts of some tasks, on a
-// cache line of their own (see Executor.counts), and for a shard's plain
-// tasks how many settled (see shardCounts): the drive loops write them all.
-type taskCounts struct {
-	started, completed, settled atomic.Uint64
-	_                           [40]byte
-}
-
-// shardCounts are a router shard's (or stripe's) counts of its plain tasks
-// (see shardLocal), on lines apart by who writes them:
-//
-//   - submitted: the plain tasks queued on the shard's keys, counted by
-//     their submitters under the shard's lock (queuePlain), in the count
-//     the shard keeps beside its lock (mailbox.Mailbox.Count);
-//   - started and completed, by the drive loops that run them;
-//   - settled: the queued plain tasks that have ended and given back their
-//     reservation, on an executor without a global cap (batchRelease),
-//     where submitted - settled is what the shard's tasks hold for Close's
-//     drain (see admitPlain); by the drive loops, once a batch.
-type shardCounts struct {
-	submitted *atomic.Uint64
-	taskCounts
-}
-
-// Stats is a snapshot of an executor's counters. At any quiet moment
-// Submitted == Completed + Canceled + Queued + Running.
-type Stats struct {
-	ActiveKeys int    // keys that have a live mailbox now
-	Queued     int    // tasks accepted and not started
-	Running    int    // tasks executing now
-	Submitted  uint64 // tasks accepted since New
-	Completed  uint64 // tasks whose fn returned (with or without error)
-	Rejected   uint64 // submissions refused by backpressure
-	Canceled   uint64 // accepted tasks that never ran (ctx ended, or Close gave up)
-	Panicked   uint64 // tasks whose fn panicked (also counted in Completed)
-	Slow       uint64 // holds reported slow (WithSlowTaskWarning)
 }
 
 // KeyLoad is a key's live load: its pending tasks and, where ages are
@@ -217,8 +150,8 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	if cfg.logger == nil {
 		cfg.logger = defaultLogger(cfg.slow > 0)
 	}
-	e := &Executor[K]{cfg: cfg, drained: make(chan struct{}), closing: make(chan struct{}),
-		stopped: make(chan struct{})}
+	e := &Executor[K]{cfg: cfg, ledger: ledger{drained: make(chan struct{})},
+		closing: make(chan struct{}), stopped: make(chan struct{})}
 	e.created = time.Now()
 	e.subOps, e.plainOps = subOps[K](), plainOps(e)
 	e.keyCheck = keyCheckOf[K]()
@@ -285,45 +218,6 @@ func Call[K comparable, T any](ctx context.Context, e *Executor[K], key K,
 		return err
 	})
 	return out, err
-}
-
-// Stats returns a snapshot of the executor's counters. It sums the counts
-// that each router shard keeps for its plain tasks: a few loads per shard
-// (16 shards per P).
-func (e *Executor[K]) Stats() Stats {
-	if e.unmade() {
-		return Stats{}
-	}
-	// Load in the order the counters move (a task is submitted, then
-	// started or canceled, then completed), latest first, so that no derived
-	// gauge is ever negative.
-	e.shardsMu.Lock()
-	completed := e.counts.completed.Load()
-	for _, n := range e.shards {
-		completed += n.completed.Load()
-	}
-	atOnce := e.ranAtOnce.Load()
-	started := e.counts.started.Load() + atOnce
-	for _, n := range e.shards {
-		started += n.started.Load()
-	}
-	canceled := e.canceled.Load()
-	submitted := e.submitted.Load() + atOnce
-	for _, n := range e.shards {
-		submitted += n.submitted.Load()
-	}
-	e.shardsMu.Unlock()
-	return Stats{
-		ActiveKeys: e.router.Live(),
-		Queued:     int(submitted - started - canceled),
-		Running:    int(started - completed),
-		Submitted:  submitted,
-		Completed:  completed,
-		Rejected:   e.rejected.Load(),
-		Canceled:   canceled,
-		Panicked:   e.panicked.Load(),
-		Slow:       e.slow.Load(),
-	}
 }
 
 // ActiveKeys is the number of keys (in striped mode, stripes) with a live

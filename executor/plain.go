@@ -551,14 +551,6 @@ func (p *plainRunner[K]) RanPlain(m *mailbox.Mailbox, n int) {
 	}
 }
 
-// settlePlain gives back the reservations that n plain tasks of m (which
-// has its plain core by then) held in their shard's counts, and lets
-// Close return if they were the last (see drainIfDone).
-func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
-	plainCoreIn[K](m).counts.settled.Add(uint64(n))
-	e.drainIfDone()
-}
-
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
 func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) *mailbox.Aux {
 	return &(*Executor[K])(p).newPlainCore(m).aux

@@ -1,0 +1,325 @@
+package executor
+
+import (
+	"sync"
+	"sync/atomic"
+
+	"go.uber.org/zap"
+
+	"github.com/perkey/perkey/backpressure"
+	"github.com/perkey/perkey/internal/mailbox"
+)
+
+// The ledger: what an accepted task holds until it ends, what Stats count,
+// and what Close's drain waits for. Every count lives here. Acceptance,
+// refusal, cancellation and what a task holds are counted, and told to the
+// Observer, by the methods below; a start and an end are counted where fn
+// runs (invoke, runLean, a Batcher's run), the one place that knows.
+//
+// An accepted task holds exactly one of three things until it ends:
+//
+//   - a reservation in pending: every job, Batcher message and, on an
+//     executor with a global cap (WithMaxPending), every plain task. The
+//     global cap and its waiting room count these (reserveTurn, room.go);
+//   - without a global cap, a queued plain task holds its place in its
+//     router shard's counts (submitted - settled, see shardCounts), which
+//     its submitter writes under the shard's lock it already holds, and the
+//     drive loops settle a batch at a time: no word that every task writes
+//     moves between the cores (admitPlain);
+//   - an uncontended Do without a global cap holds only its execution slot
+//     (leanSlot), which the runner counts (Runner.Active).
+//
+// Close's drain (drainIfDone) waits for all three to reach 0 once the
+// executor is sealed. Each holder writes its count, then reads the others',
+// so the last one to let go sees them all at 0.
+//
+// Stats derive Queued and Running from the monotonic counts (Submitted -
+// Started - Canceled and Started - Completed), so they add up by
+// construction.
+type ledger struct {
+	// Counters, each on its own cache line: submitters write pending and
+	// submitted, workers started and completed. Jobs and Batcher messages
+	// count here, plain tasks in their shard's counts (shards).
+	pending   paddedInt64 // reservations held: WithMaxPending, and what Close drains
+	submitted paddedUint64
+	counts    taskCounts
+
+	shardsMu sync.Mutex     // guards shards
+	shards   []*shardCounts // one per router shard or stripe that queued a plain task or ran a Do at once
+	// ranAtOnce counts tasks submitted and started in one step, by a Do that
+	// runs fn at once (runLean): Stats adds it to both.
+	ranAtOnce paddedUint64
+
+	rejected, canceled, panicked, slow atomic.Uint64
+
+	sealed    atomic.Bool   // Close has seen every router shard's lock closed (see seal)
+	drained   chan struct{} // closed once sealed and nothing is held (drainIfDone)
+	drainOnce sync.Once
+}
+
+// Stats is a snapshot of an executor's counters. At any quiet moment
+// Submitted == Completed + Canceled + Queued + Running.
+type Stats struct {
+	ActiveKeys int    // keys that have a live mailbox now
+	Queued     int    // tasks accepted and not started
+	Running    int    // tasks executing now
+	Submitted  uint64 // tasks accepted since New
+	Completed  uint64 // tasks whose fn returned (with or without error)
+	Rejected   uint64 // submissions refused by backpressure
+	Canceled   uint64 // accepted tasks that never ran (ctx ended, or Close gave up)
+	Panicked   uint64 // tasks whose fn panicked (also counted in Completed)
+	Slow       uint64 // holds reported slow (WithSlowTaskWarning)
+}
+
+// Stats returns a snapshot of the executor's counters. It sums the counts
+// that each router shard keeps for its plain tasks: a few loads per shard
+// (16 shards per P).
+func (e *Executor[K]) Stats() Stats {
+	if e.unmade() {
+		return Stats{}
+	}
+	// Load in the order the counters move (a task is submitted, then
+	// started or canceled, then completed), latest first, so that no derived
+	// gauge is ever negative.
+	e.shardsMu.Lock()
+	completed := e.counts.completed.Load()
+	for _, n := range e.shards {
+		completed += n.completed.Load()
+	}
+	atOnce := e.ranAtOnce.Load()
+	started := e.counts.started.Load() + atOnce
+	for _, n := range e.shards {
+		started += n.started.Load()
+	}
+	canceled := e.canceled.Load()
+	submitted := e.submitted.Load() + atOnce
+	for _, n := range e.shards {
+		submitted += n.submitted.Load()
+	}
+	e.shardsMu.Unlock()
+	return Stats{
+		ActiveKeys: e.router.Live(),
+		Queued:     int(submitted - started - canceled),
+		Running:    int(started - completed),
+		Submitted:  submitted,
+		Completed:  completed,
+		Rejected:   e.rejected.Load(),
+		Canceled:   canceled,
+		Panicked:   e.panicked.Load(),
+		Slow:       e.slow.Load(),
+	}
+}
+
+// unreserve gives back a reservation: to the first submission parked for
+// global room if there is one, else to Close's drain count.
+func (e *Executor[K]) unreserve() {
+	if e.pending.Add(-1) == 0 {
+		e.drainIfDone()
+	}
+	if e.room.busy() {
+		e.room.hand(e.takeRoom)
+	}
+}
+
+// unreserveBatch gives back the reservations of n tasks that ran in one
+// drive-loop batch (mailbox.RunnerOptions.Ran). It serves only executors without
+// a global cap: nobody waits for room there, only Close's drain counts
+// reservations, so one atomic operation can stand for the whole batch.
+func (e *Executor[K]) unreserveBatch(n int) {
+	if e.pending.Add(-int64(n)) == 0 {
+		e.drainIfDone()
+	}
+}
+
+// settlePlain gives back the reservations that n plain tasks of m (which
+// has its plain core by then) held in their shard's counts, and lets
+// Close return if they were the last (see drainIfDone).
+func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
+	plainCoreIn[K](m).counts.settled.Add(uint64(n))
+	e.drainIfDone()
+}
+
+// drainIfDone lets Close return once the executor is sealed (closed, and
+// every router shard's lock seen since: see seal) and no task holds
+// anything (see "The ledger"). It is called as the last reservation is
+// given back, as a plain batch's are (settlePlain), and as a slot is given
+// back (mailbox.RunnerOptions.Released); Close calls it once it has sealed.
+func (e *Executor[K]) drainIfDone() {
+	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
+		e.drain()
+	}
+}
+
+func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
+
+// plainHeld is how many queued plain tasks hold a reservation in their
+// shard's counts (see admitPlain): none on an executor with a global cap,
+// whose plain tasks reserve as any other. It is read once Close has
+// sealed the executor, when no shard's submitted count moves any more,
+// and settled only grows towards it.
+func (e *Executor[K]) plainHeld() uint64 {
+	if !e.batchRelease {
+		return 0
+	}
+	e.shardsMu.Lock()
+	defer e.shardsMu.Unlock()
+	var n uint64
+	for _, c := range e.shards {
+		settled := c.settled.Load() // first: it only grows towards submitted
+		n += c.submitted.Load() - settled
+	}
+	return n
+}
+
+// seal lets Close's drain count, once closed is set: it waits for every
+// submission that holds a router shard's lock to let go of it, so that a
+// plain task accepted there, having read closed false, is counted by then
+// (see admitPlain), and any later one reads closed true.
+func (e *Executor[K]) seal() {
+	e.router.Barrier()
+	e.sealed.Store(true)
+}
+
+// reject counts and logs a refusal by backpressure, and reports it and a
+// refusal because the executor closed (ErrClosed, not in Stats.Rejected) to
+// the observer; it returns err.
+func (e *Executor[K]) reject(err error) error {
+	if pe, ok := err.(*policyError); ok {
+		e.rejected.Add(1) // refused by backpressure, if not by a verdict
+		if e.obs != nil {
+			e.obs.TaskRejected(reasonOf(pe.scope))
+		}
+		return err
+	}
+	be, ok := err.(*backpressure.BusyError)
+	if !ok {
+		if err == ErrClosed && e.obs != nil {
+			e.obs.TaskRejected(ReasonClosed)
+		}
+		return err
+	}
+	e.rejected.Add(1)
+	if e.obs != nil {
+		e.obs.TaskRejected(reasonOf(be.Scope))
+	}
+	if ce := e.sampled.Check(zap.InfoLevel, "task rejected"); ce != nil {
+		ce.Write(zap.Any("key", be.Key), zap.Stringer("cap", be.Scope),
+			zap.Int("pending", be.Pending), zap.Int("limit", be.Limit))
+	}
+	return err
+}
+
+// accept counts an accepted task; called with its (last) mailbox locked,
+// before the task can start. A multi-key job was stamped before its first
+// enqueue (see stamp).
+func (e *Executor[K]) countAccepted(j *job[K]) {
+	e.submitted.Add(1)
+	if j.multi == nil {
+		e.stamp(j)
+	}
+}
+
+// stamp records when j entered the queue, if anyone reads it; it must
+// happen before j is linked into any mailbox, whose lock then publishes it.
+func (e *Executor[K]) stamp(j *job[K]) {
+	if e.ages {
+		j.turn.SetStamp(monotime())
+	}
+}
+
+// observeAccepted reports an acceptance to the observer, unlocked, once
+// nothing is left to do for the task that user code could keep from being
+// done: an Observer that calls runtime.Goexit there only ends the
+// submitter's goroutine.
+func (e *Executor[K]) observeAccepted() {
+	if e.obs != nil {
+		e.obs.TaskAccepted()
+	}
+}
+
+// tellAccepted tells the Observer of an acceptance, for a caller that
+// holds what a runtime.Goexit in TaskAccepted must not leave behind: if the
+// Observer calls it, exited runs as the goroutine exits. The caller checks
+// that there is an Observer, so that the path without one pays nothing.
+func (e *Executor[K]) tellAccepted(exited func()) {
+	told := false
+	defer func() {
+		if !told {
+			exited()
+		}
+	}()
+	e.obs.TaskAccepted()
+	told = true
+}
+
+// observeLent is observeAccepted for a nested call admitted from the
+// waiting room with its task's slot lent (park). If TaskAccepted calls
+// runtime.Goexit, the goroutine (the task's, or one it started) exits with
+// the slot taken back, as after a return, so the task's drive loop never
+// hands on a slot it does not hold.
+func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
+	if e.obs != nil {
+		e.tellAccepted(func() { outer.unlend(e.runner, lent) })
+	}
+}
+
+// abandon ends an accepted task that will never run (already taken out of
+// Queued by the caller).
+func (e *Executor[K]) abandon(j *job[K], err error) {
+	j.err = err
+	e.abandoned(j.ctx, j.multi, j.unread, err)
+}
+
+// abandoned accounts for an accepted task (with context c, and keys multi
+// if it has several) that will never run, because of err; unread: err goes
+// to the error handler.
+//
+// The task is accounted for before any user code hears of it; the error
+// handler's call is deferred, so an Observer that calls runtime.Goexit in
+// TaskCanceled does not keep the failure from it.
+func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
+	e.canceled.Add(1)
+	c.end()
+	if unread {
+		defer e.unread(keyField(c, multi), keyAny(c, multi), err, false)
+	} else if ce := e.sampled.Check(zap.InfoLevel, "task canceled"); ce != nil {
+		defer ce.Write(keyField(c, multi), zap.Error(err))
+	}
+	if e.obs != nil {
+		e.obs.TaskCanceled()
+	}
+}
+
+type paddedInt64 struct {
+	atomic.Int64
+	_ [56]byte
+}
+
+type paddedUint64 struct {
+	atomic.Uint64
+	_ [56]byte
+}
+
+// taskCounts are the started and completed counts of some tasks, on a
+// cache line of their own (see ledger.counts), and for a shard's plain
+// tasks how many settled (see shardCounts): the drive loops write them all.
+type taskCounts struct {
+	started, completed, settled atomic.Uint64
+	_                           [40]byte
+}
+
+// shardCounts are a router shard's (or stripe's) counts of its plain tasks
+// (see shardLocal), on lines apart by who writes them:
+//
+//   - submitted: the plain tasks queued on the shard's keys, counted by
+//     their submitters under the shard's lock (queuePlain), in the count
+//     the shard keeps beside its lock (mailbox.Mailbox.Count);
+//   - started and completed, by the drive loops that run them;
+//   - settled: the queued plain tasks that have ended and given back their
+//     reservation, on an executor without a global cap (batchRelease),
+//     where submitted - settled is what the shard's tasks hold for Close's
+//     drain (see admitPlain); by the drive loops, once a batch.
+type shardCounts struct {
+	submitted *atomic.Uint64
+	taskCounts
+}
