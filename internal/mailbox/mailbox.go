@@ -12,42 +12,32 @@ type holdKind uint8
 
 const (
 	holdNone holdKind = iota
-	// holdPlain is an exclusive hold that has no Turn: a drive loop's
-	// batch, or a plain task run on its caller's goroutine (see HoldPlain).
+	// holdPlain is an exclusive hold with no Turn: a drive loop's batch, or
+	// a plain task run on its caller's goroutine (HoldPlain).
 	holdPlain
-	// holdFast is a plain hold that may be given back without the lock
-	// (see "Fast holds" in plain.go).
+	// holdFast may be given back without the lock ("Fast holds", plain.go).
 	holdFast
-	// holdTurn is a Turn's hold (Hold, or a multi-key task granted by the
-	// drive loop): the Turn is extra.holder.
+	// holdTurn is a Turn's hold; the Turn is extra.holder.
 	holdTurn
 )
 
-// Owner is told, with the mailbox's lock held, when a mailbox is idle
-// (nothing queued, held, parked or driven) as its lock is released. It may
-// be told again while the mailbox stays idle.
-//
-// Linger asks, locked, whether the plain hold m is about to grant may be
-// given back without the lock (a fast hold, see plain.go). An owner that
-// says yes must call Claim on m whenever it hands m out locked to a caller
-// that may queue, park or hold on it, and must settle m (Released, Claim)
-// before it counts, walks or looks up its live mailboxes: a fast hold given
-// back leaves m idle but not yet retired.
+// Owner is told (Retire), locked, when a mailbox is idle (nothing queued,
+// held, parked or driven) as its lock is released, perhaps more than once.
+// Linger asks, locked, whether the plain hold m is about to grant may be a
+// fast hold (plain.go). An owner that says yes must Claim m whenever it
+// hands m out locked to a caller that may queue, park or hold on it, and
+// settle m (Released, Claim) before it counts, walks or looks up its live
+// mailboxes: a fast hold given back leaves m idle but not retired.
 type Owner interface {
 	Retire(m *Mailbox)
 	Linger(m *Mailbox) bool
 }
 
-// Home is what the mailboxes under one lock share: the lock, the runner
-// they run on, their Owner, and one value for the mailboxes' user (see
-// Mailbox.Local). A router shard is one. A mailbox names its home with one
-// pointer, where the three would cost 32 bytes in every mailbox, which is
-// most of what a waiting key costs; the owner finds the mailbox's key from
-// the mailbox itself, since it made the mailbox (see router's nodeOf).
-//
-// The runner and the owner are set once (Init) and read by the mailboxes
-// beside the lock, on the cache line that taking the lock brings in; the
-// user's value and count (Mailbox.Count) are on that line as well.
+// Home is what the mailboxes under one lock share: the lock, their runner
+// and Owner (set once, by Init), and a value and count for their user
+// (Mailbox.Local, Count), all on the cache line the lock brings in. A
+// router shard is one. One pointer to it saves each mailbox 32 bytes; the
+// owner finds a mailbox's key from the mailbox (router's nodeOf).
 type Home struct {
 	mu    sync.Mutex
 	r     *Runner
@@ -62,83 +52,71 @@ func (h *Home) Init(r *Runner, o Owner) { h.r, h.owner = r, o }
 // Lock locks h (and so every mailbox at home in h).
 func (h *Home) Lock() { h.mu.Lock() }
 
-// Unlock unlocks h. To leave a mailbox, use its Release, which retires it
-// if it is idle.
+// Unlock unlocks h; a mailbox is left with Release, which retires it if idle.
 func (h *Home) Unlock() { h.mu.Unlock() }
 
-// Mailbox is one key's FIFO queue and the holds granted on it. Its fields
-// are guarded by its home's lock (the router shard the mailbox lives in),
-// except where a field says otherwise (the drive loop updates a few atomics
-// while it runs a batch unlocked); every method that says "locked" must be
-// called with that lock held.
+// Mailbox is one key's FIFO queue and the holds granted on it. Its home's
+// lock (its router shard's) guards its fields unless a field says
+// otherwise (a running batch updates a few atomics unlocked); methods
+// marked "locked" need that lock held.
 type Mailbox struct {
 	home  *Home     // set by Init, never changed
 	plain plainRing // plain tasks, in one FIFO with the queue (see Plain)
 	aux   *Aux      // the owner's (SetAux)
 
-	// x is the rest of the mailbox, what only some keys need (see extra):
-	// nil until then. It is set locked and kept for the mailbox's life; the
-	// drive loop loads it unlocked.
+	// x is what only some keys need (see extra), nil until then. It is set
+	// locked and kept for the mailbox's life; the drive loop loads it unlocked.
 	x atomic.Pointer[extra]
 
-	// pending counts the entries queued, holding or in a run (see count);
-	// decremented unlocked only by the driver, and by a fast hold given
-	// back (see plain.go), which also sets fastBit in it.
+	// pending counts entries queued, holding or in a run (see count). Only the
+	// driver and a fast hold given back (plain.go; fastBit is set in it while
+	// the hold is taken) decrement it unlocked.
 	pending atomic.Int32
 	driven  bool     // a drive loop is scheduled or running
 	hold    holdKind // what holds m exclusively, if anything
 
-	// Mark is the owner's: the mailbox never reads it (locked). It sits in
-	// what would be padding, so that an owner embedding a mailbox needs no
-	// flag of its own (the router's table node then fits a smaller size
-	// class).
+	// Mark is the owner's (locked); the mailbox never reads it. It fills what
+	// would be padding, so the router's node needs no flag of its own.
 	Mark bool
 }
 
-// extra is the part of a mailbox that a key needs only for work other than
-// plain tasks and plain holds (queued Turns, a Turn's hold, a waiting room,
-// shared holds), or on a runner that times holds (RunnerOptions.Clock),
-// tracks the oldest task (TrackOldest) or measures service
-// (MeasureService). A mailbox lives as long as its key is busy, so its size
-// is most of what a waiting key costs: the plain-only key, the common one,
-// does without these 96 bytes (a mailbox is 64, a router node with a
-// string key 80). It is made on the first need (Mailbox.more), or at Init
-// for such a runner, and stays with the mailbox when it is reused.
+// extra is what a key needs only for work other than plain tasks and plain
+// holds (queued Turns, a Turn's hold, a waiting room, shared holds), or on
+// a runner with a Clock, TrackOldest or MeasureService: the common,
+// plain-only key saves its 96 bytes. It is made on first need (more), or at
+// Init on such a runner, and stays with the mailbox when it is reused.
 type extra struct {
 	queue  list                  // FIFO of entries waiting for a hold
 	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
 	holder *Turn                 // the exclusive holder, if a Turn (holdTurn)
 
-	// The waiting room: submissions parked until the queue has room
-	// (backpressure.Block). They are not pending; FIFO among themselves.
+	// park is the waiting room: submissions parked until the queue has room
+	// (backpressure.Block); not pending, FIFO among themselves.
 	park list
 
-	// Service-rate estimate for retry hints, kept only while a queue stands:
-	// served tasks finished since busySince (unix ns; 0 = no queue yet).
+	// The service-rate estimate for retry hints, kept only while a queue
+	// stands: tasks served since busySince (unix ns; 0 = no queue yet).
 	busySince int64
 
-	// heldSince is when the current hold began (RunnerOptions.Clock), 0 if
-	// none: a batch's task as it starts, else the first of the holders
-	// granted. Written locked, or by the drive loop during its batch; read
-	// locked. It holds the time shifted left by one (see held), and its low
-	// bit is set once the hold has been reported slow (MarkSlow): a new
-	// hold's time clears it.
+	// heldSince is when the current hold began (RunnerOptions.Clock; 0: none):
+	// a batch's running task, else the first holder granted. Written locked or
+	// by the batch's loop, read locked. Stored shifted left by one (held); the
+	// low bit marks it reported slow (MarkSlow) until a new hold's time.
 	heldSince atomic.Int64
 
 	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
 	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
 	sharers int32        // shared holds granted
 
-	// plainClaim has a bit per slot of a running plain batch (at most
-	// maxCut), set once the slot is claimed: by the drive loop as it
-	// starts it, or by TakePlain as it takes it out (see claim).
+	// plainClaim has a bit per slot of a running plain batch (at most maxCut),
+	// set as the drive loop starts it or TakePlain takes it out (see claim).
 	plainClaim atomic.Uint32
 
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 
-	// stamps are the plain ring's stamps on a runner that tracks the
-	// oldest task (see plainRing), with its buffer's length and indexes;
-	// made at Init there, nil elsewhere. A pointer keeps extra at 96 bytes.
+	// stamps are the plain ring's stamps, by buffer index, where the runner
+	// tracks the oldest task (plainRing): made at Init, else nil. A pointer
+	// keeps extra at 96 bytes.
 	stamps *[]int64
 }
 
@@ -152,13 +130,10 @@ func (m *Mailbox) more() *extra {
 	return x
 }
 
-// made returns m's extra on a runner whose options make every mailbox
-// need one (a clock, TrackOldest or MeasureService): Init made it.
+// made returns m's extra on a runner whose options make Init create it.
 func (m *Mailbox) made() *extra { return m.x.Load() }
 
-// stamps returns the plain ring's stamps if the runner keeps them, else
-// nil (locked): Init makes them, in the extra, only on a runner that
-// tracks the oldest task.
+// stamps returns the plain ring's stamps, nil if not tracked (locked).
 func (m *Mailbox) stamps() *[]int64 {
 	if x := m.x.Load(); x != nil {
 		return x.stamps
@@ -182,8 +157,7 @@ func (m *Mailbox) sharing() int32 {
 	return 0
 }
 
-// nparked is the number of submissions in the waiting room (locked, or
-// unlocked by the driver).
+// nparked counts the waiting room (locked, or unlocked by the driver).
 func (m *Mailbox) nparked() int32 {
 	if x := m.x.Load(); x != nil {
 		return x.parked.Load()
@@ -191,8 +165,7 @@ func (m *Mailbox) nparked() int32 {
 	return 0
 }
 
-// Init prepares m to live in home h, whose lock guards it, run on h's
-// runner and retire through h's owner.
+// Init prepares m to live in h: under its lock, on its runner and owner.
 func (m *Mailbox) Init(h *Home) {
 	m.home = h
 	if o := h.r.opt; o.Clock != nil || o.TrackOldest || o.MeasureService {
@@ -205,15 +178,13 @@ func (m *Mailbox) Init(h *Home) {
 }
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate,
-// and a plain ring grown past ring slots) before it is reused for another
-// key (locked).
+// a plain ring grown past ring slots) before reuse for another key (locked).
 func (m *Mailbox) Reset(ring int) {
 	m.forget()
 	m.TrimRing(ring)
 }
 
-// TrimRing drops an idle mailbox's plain-ring buffer if it has grown past
-// ring slots (locked); the next plain task makes a fresh one.
+// TrimRing drops an idle mailbox's ring buffer if over ring slots (locked).
 func (m *Mailbox) TrimRing(ring int) {
 	if q := &m.plain; q.len() > ring {
 		q.setBuf(nil)
@@ -237,7 +208,7 @@ func (m *Mailbox) forget() {
 // Lock locks the mailbox's home.
 func (m *Mailbox) Lock() { m.home.mu.Lock() }
 
-// Unlock retires the mailbox if it is idle and unlocks its shard.
+// Release retires the mailbox if it is idle and unlocks its home.
 func (m *Mailbox) Release() { m.unlockRetire() }
 
 // Pending is the number of tasks queued or holding (locked).
@@ -252,9 +223,9 @@ func (m *Mailbox) Parked() int { return int(m.nparked()) }
 // Idle reports whether nothing is queued, held, parked or driven (locked).
 func (m *Mailbox) Idle() bool { return m.count() == 0 && m.nparked() == 0 && !m.driven }
 
-// ServiceTime estimates how long the key takes per task lately, from the
-// tasks it finished while a queue stood; 0 means no estimate, always so
-// unless the runner measures it (RunnerOptions.MeasureService) (locked).
+// ServiceTime estimates the key's recent time per task, from the tasks it
+// finished while a queue stood; 0 means no estimate, always so unless the
+// runner measures it (RunnerOptions.MeasureService) (locked).
 func (m *Mailbox) ServiceTime() time.Duration {
 	x := m.x.Load()
 	if x == nil || x.busySince == 0 {
@@ -263,9 +234,8 @@ func (m *Mailbox) ServiceTime() time.Duration {
 	busy := time.Duration(time.Now().UnixNano() - x.busySince)
 	served := x.served.Load()
 	if served == 0 {
-		// Nothing finished since the queue formed: the running task's age
-		// so far is a lower bound, if the runner keeps a clock; else there
-		// is no estimate.
+		// Nothing finished since the queue formed: the running task's age is
+		// a lower bound, if the runner keeps a clock.
 		if at, ok := m.HeldSince(); ok {
 			return time.Duration(m.home.r.opt.Clock() - at)
 		}
@@ -274,20 +244,18 @@ func (m *Mailbox) ServiceTime() time.Duration {
 	return busy / time.Duration(served)
 }
 
-// Park puts e in the waiting room until the queue has room; its task's
-// Promote is called when it enters the queue (locked), perhaps at once.
+// Park puts e in the waiting room until the queue has room (locked); its
+// task's Promote is called as it enters the queue, perhaps at once.
 func (m *Mailbox) Park(e *Entry) {
 	e.m = m
 	e.at = inRoom
 	x := m.more()
 	x.park.push(e)
 	x.parked.Add(1)
-	// A running batch frees a task's place unlocked (ranBatched: pending
-	// first, then a look for parked submissions), so the place may have
-	// been freed since the owner found the key full under this lock. Look
-	// again now that e is counted: either this sees the place, or the
-	// batch's look sees e. Only a running batch frees places unlocked, so
-	// whatever this admits is found by that batch's loop: no wake is due.
+	// Only a running batch frees places unlocked (ranBatched: pending,
+	// then a look at the park), so one may have freed since the owner found
+	// the key full. Now that e is counted, this look or the batch's finds
+	// it, and no wake is due: that batch's loop finds what this admits.
 	m.promote()
 }
 
@@ -310,9 +278,8 @@ func (m *Mailbox) unpark(e *Entry) {
 	x.parked.Add(-1)
 }
 
-// promote admits parked submissions while there is room (locked); the
-// caller then calls wake, as after any change to the queue (a running
-// batch need not: the drive loop finds them when the batch ends).
+// promote admits parked submissions while there is room (locked). Call wake
+// next, unless from a running batch, whose loop finds them as it ends.
 func (m *Mailbox) promote() {
 	x := m.x.Load()
 	if x == nil {
@@ -328,12 +295,11 @@ func (m *Mailbox) promote() {
 	}
 }
 
-// Oldest returns the oldest task that has not started: the next of a
-// running batch (if the runner tracks it, see RunnerOptions.TrackOldest), else the
-// head of the queue; nil if none (locked). The next of a running batch may
-// start and end at any moment: read only what its owner never reuses (see
-// OldestStamp for the stamp). It sees Turns only: an owner that reads it
-// queues no plain tasks (see Plain).
+// Oldest returns the oldest Turn not yet started: a running batch's next
+// (with RunnerOptions.TrackOldest), else the queue's head; nil if none
+// (locked). A batch's next may start and end at any moment: read only what
+// its owner never reuses (the stamp: OldestStamp). It sees Turns only: an
+// owner that reads it queues no plain tasks (see Plain).
 func (m *Mailbox) Oldest() *Turn {
 	if x := m.x.Load(); x != nil {
 		if e := x.cursor.Load(); e != nil {
@@ -344,19 +310,15 @@ func (m *Mailbox) Oldest() *Turn {
 }
 
 // OldestStamp returns the stamp (Turn.SetStamp) of the oldest task that
-// waits (it has not started and was not withdrawn), and false if there is
-// none (locked).
+// waits (not started, not withdrawn), or false if none (locked).
 //
-// The tasks of a running batch are read while the drive loop runs unlocked:
-// by the time a stamp is read its task may have started, ended and been
-// reused by its owner. The loop moves the cursor past a task before it
-// starts it, and no new batch starts while m is locked, so a cursor that
-// still points where it did after the read proves that neither that task
-// nor any after it had started. A withdrawn task may stay in the batch until
-// the loop skips it; it is skipped here too: it no longer waits. Only the
-// link of an entry found withdrawn while the cursor had not moved is
-// followed: that entry was withdrawn from this batch, its owner never reuses
-// it, so its link stays as the batch was cut, under m's lock.
+// A running batch is read while its loop runs unlocked, so a task read may
+// have started, ended and been reused. The loop moves the cursor past a
+// task before starting it, and no batch starts while m is locked: a cursor
+// unchanged after the read proves that task and those after it had not
+// started. A withdrawn task's link is followed only if the cursor had not
+// moved: withdrawn from this batch, it is never reused, so its link is
+// still as the batch was cut.
 func (m *Mailbox) OldestStamp() (int64, bool) {
 	x := m.x.Load()
 read:
@@ -397,8 +359,8 @@ read:
 	return 0, false
 }
 
-// Head returns the oldest queued Turn, or nil (locked); plain tasks are not
-// Turns, and one may be queued ahead of it (see Plain).
+// Head returns the oldest queued Turn, or nil (locked); a plain task, not
+// a Turn, may be queued ahead of it (see Plain).
 func (m *Mailbox) Head() *Turn {
 	if e := m.head(); e != nil {
 		return e.t
@@ -415,16 +377,14 @@ func (m *Mailbox) Holder() *Turn {
 	return m.x.Load().holder
 }
 
-// Each calls f for every queued Turn, oldest first (locked); plain tasks
-// are not Turns (see Plain and TakePlain).
+// Each calls f for every queued Turn, oldest first (locked); not plain tasks.
 func (m *Mailbox) Each(f func(t *Turn)) {
 	for e := m.head(); e != nil; e = e.next {
 		f(e.t)
 	}
 }
 
-// EachParked calls f for every Turn in m's waiting room, in the order they
-// parked (locked).
+// EachParked calls f for every Turn in m's waiting room, in order (locked).
 func (m *Mailbox) EachParked(f func(t *Turn)) {
 	if x := m.x.Load(); x != nil {
 		for e := x.park.head; e != nil; e = e.next {
@@ -433,12 +393,11 @@ func (m *Mailbox) EachParked(f func(t *Turn)) {
 	}
 }
 
-// EachWaiting calls f (locked) for every turn of m that has not started:
-// first those a running batch has taken from the queue but not yet started
-// (from the batch's cursor on; f may meet one the loop is starting now, whose
-// Cancel then fails), then the queued ones. A Close that gives up and a
-// sweep of ended contexts must reach both (see PITFALLS: work taken out of
-// the queue is invisible to the queue's owner).
+// EachWaiting calls f (locked) for every turn of m not yet started: those
+// of a running batch from its cursor on (f may meet one the loop is
+// starting now, whose Cancel then fails), then the queued ones. A Close
+// that gives up and a sweep of ended contexts must reach both (PITFALLS:
+// work taken out of the queue is invisible to the queue's owner).
 func (m *Mailbox) EachWaiting(f func(t *Turn)) {
 	if x := m.x.Load(); x != nil {
 		for e := x.cursor.Load(); e != nil; e = e.next {
@@ -450,16 +409,14 @@ func (m *Mailbox) EachWaiting(f func(t *Turn)) {
 
 // EachManyAhead calls f for each multi-key task that holds m or is queued
 // ahead of e, oldest first; ahead of every queued task if e is nil (locked).
-//
-// A mailbox where no multi-key task was queued since the last walk that
-// found none answers at once: the walk, under the shard's lock and as long
-// as the queue, is paid only where such a task may be.
+// A mailbox where no multi-key task was queued since a walk found none
+// answers at once, without walking its queue under the lock.
 func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
 	m.eachManyAhead(func(o *Entry) bool { return o != e }, f)
 }
 
-// eachManyAhead is EachManyAhead for the queued entries for which ahead
-// holds, a run at the head of the queue (locked).
+// eachManyAhead is EachManyAhead for the run of queued entries at the head
+// for which ahead holds (locked).
 func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
 	x := m.x.Load()
 	if x == nil || !x.many {
@@ -488,11 +445,11 @@ func (m *Mailbox) CanHold(shared bool) bool {
 	return m.head() == nil && m.plain.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
-// Hold grants single-key task t its hold at once, for a run on the caller's
-// goroutine (which must own an execution slot). The caller must have checked
-// CanHold under the same lock; after running it calls t.Vacate (unlocked).
-// The task stays in state Queued: it is in no queue, so nothing else can
-// start or cancel it, and it can be reused as soon as Vacate returns.
+// Hold grants single-key task t its hold at once, to run on the caller's
+// goroutine (which must own an execution slot). The caller must have
+// checked CanHold under the same lock, and calls t.Vacate after the run
+// (unlocked). t stays Queued: in no queue, nothing else can start or
+// cancel it, and it may be reused once Vacate returns.
 func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
@@ -500,9 +457,8 @@ func (m *Mailbox) Hold(t *Turn) {
 	m.pending.Add(1)
 }
 
-// Enqueue appends e at the tail of the queue (locked). It reports whether the
-// mailbox now needs a drive loop; if so the caller must call Dispatch after
-// unlocking.
+// Enqueue appends e to the queue (locked) and reports whether m now needs
+// a drive loop; if so the caller must call Dispatch after unlocking.
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	e.m = m
 	if e.t.many != nil {
@@ -512,10 +468,10 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	return m.wake()
 }
 
-// link appends e, whose m is set, at the tail of the queue (locked). It
-// does not write e.m: a parked entry's was set by Park, and promote wakes
-// its submitter (Work.Promote) before it links the entry, so the submitter
-// may already read e.m unlocked (Entry.release does, to find the lock).
+// link appends e, whose m is set, to the queue (locked). It does not write
+// e.m: for a parked entry Park set it, and promote wakes the submitter
+// (Work.Promote) before linking, so the submitter may already read e.m
+// unlocked (Entry.release does, to find the lock).
 func (m *Mailbox) link(e *Entry) {
 	m.measure()
 	e.at = inQueue
@@ -524,8 +480,7 @@ func (m *Mailbox) link(e *Entry) {
 	m.pending.Add(1)
 }
 
-// measure starts the service-rate estimate when a task is about to be
-// queued behind another (locked): a queue forms.
+// measure starts the service-rate estimate as a queue forms (locked).
 func (m *Mailbox) measure() {
 	if !m.home.r.opt.MeasureService || m.count() == 0 {
 		return
@@ -570,10 +525,9 @@ func (m *Mailbox) unhold(e *Entry) {
 	}
 }
 
-// HeldSince returns when the key's current hold began, on the runner's
-// clock (RunnerOptions.Clock): the running task of a batch, an inline run, a
-// multi-key task (from the moment it holds this key) or a shared group
-// (from its first task); false if nothing holds m or the runner keeps no
+// HeldSince returns when the current hold began (RunnerOptions.Clock): a
+// batch's running task, an inline run, a multi-key task (since it holds
+// this key) or a shared group (since its first task); false if none or no
 // clock (locked).
 func (m *Mailbox) HeldSince() (int64, bool) {
 	x := m.x.Load()
@@ -584,15 +538,13 @@ func (m *Mailbox) HeldSince() (int64, bool) {
 	return h >> 1, h != 0
 }
 
-// held is what heldSince holds for a hold that began at clock time at and
-// has not been reported slow: at shifted left by one, keeping its sign (a
-// Clock's times are within 2^62 ns, 146 years, of its zero).
+// held is heldSince's value for a hold begun at at, not reported slow: at
+// shifted left by one (Clock times are within 2^62 ns, 146 years, of 0).
 func held(at int64) int64 { return at << 1 }
 
-// MarkSlow reports whether the current hold has not been reported slow yet,
-// and marks it reported (locked): a slow task is reported once. A drive
-// loop that starts its batch's next task meanwhile (unlocked) wins: the
-// new hold is not the one that was slow.
+// MarkSlow marks the current hold reported slow and reports whether it was
+// not yet (locked): a slow task is reported once. A drive loop that starts
+// its next task meanwhile (unlocked) wins: the new hold was not the slow one.
 func (m *Mailbox) MarkSlow() bool {
 	x := m.x.Load()
 	if x == nil {
@@ -616,20 +568,16 @@ func (m *Mailbox) wake() bool {
 	return true
 }
 
-// unlockRetire retires m if it is idle, then unlocks. The retirement race is
-// settled here: idleness is decided under the shard lock that every submitter
-// takes to find m, so a submitter either finds m live (and its entry keeps m
-// live) or finds it gone and creates a fresh mailbox. m is never touched
-// after it retires.
+// unlockRetire retires m if it is idle, then unlocks. This settles the
+// retirement race: idleness is decided under the shard lock every
+// submitter takes to find m, so a submitter finds m live (its entry keeps
+// it live) or gone (and creates a fresh one). m is never touched after it
+// retires.
 //
-// A fast hold may be given back unlocked at any moment (UnholdPlain's
-// swap), so pending is read once: a hold still taken then keeps m live,
-// and one given back by then is settled and m retired. Reading it twice,
-// once to settle and once to count, let a swap between the two retire m
-// with the stale hold still set: the next submitter, finding m through
-// the table rather than as the shard's fast node, saw it held, queued
-// behind a hold that nobody would give back, and nothing ever drove the
-// key (TestStress, about one run in 200).
+// pending is read once: a fast hold may be given back unlocked at any
+// moment (UnholdPlain), and a swap between two reads would retire m with
+// the stale hold set, queueing the next submitter behind a hold nobody
+// gives back (TestStress).
 func (m *Mailbox) unlockRetire() {
 	h := m.home
 	v := m.pending.Load()
@@ -647,10 +595,9 @@ func (m *Mailbox) unlockRetire() {
 }
 
 // drive runs m's queue on a goroutine that owns an execution slot: up to
-// budget exclusive tasks in a row, then, if other work waits for a slot, it
-// yields (re-queues m on the runner); otherwise it takes another budget. It
-// returns a granted multi-key or shared task for the caller to run with the
-// same slot, or nil.
+// budget exclusive tasks in a row, then it yields (requeues m) if other
+// work waits for a slot, else takes another budget. It returns a granted
+// multi-key or shared task for the caller to run on the same slot, or nil.
 func (m *Mailbox) drive(budget int) *Turn {
 	m.home.mu.Lock()
 	var done *Turn // ran in this loop; settled once m's lock is released
@@ -664,7 +611,7 @@ func (m *Mailbox) drive(budget int) *Turn {
 		}
 		if budget == 0 && m.home.r.nready.Load() == 0 {
 			// Nothing waits for a slot: yielding would only hand m back to
-			// this loop, through the ready queue's lock twice. Go on.
+			// this loop, through the ready queue's lock twice.
 			budget = m.home.r.throughput
 		}
 		if budget == 0 {
@@ -717,31 +664,22 @@ func (m *Mailbox) drive(budget int) *Turn {
 	}
 }
 
-// cutRuns is how many turns a batch takes at most once a group's run
-// ends in it: the cut walks every turn it takes, cold in the cache, before
-// the first one runs, so a batch of large runs (a Batcher's) is cut one run
-// at a time, and its first call starts after a walk of one run, not of
-// every run the budget allows; small runs are still cut together, so that
-// a batch of them costs no more lock round trips than before.
+// cutRuns caps a batch's turns once a group's run ends in it: the cut walks
+// each turn, cold in cache, before the first runs, so large runs (a
+// Batcher's) are cut one at a time while small ones still go together.
 const cutRuns = 64
 
-// runBatch runs a batch of the single-key exclusive tasks at the head of the
-// queue, up to budget, with m locked on entry and on return; it settles done
-// (a task of the caller's) once unlocked, and returns how many tasks it took
-// (a run of one group, up to its Max, counts as one: see Group).
+// runBatch runs a batch of the single-key exclusive tasks at the queue's
+// head, up to budget (a group's run counts as one, see Group; a run ends
+// the batch once it holds cutRuns turns), with m locked on entry and
+// return. It settles done (the caller's task) once unlocked and returns how
+// many tasks it took.
 //
-// A group's run ends the batch once the batch holds cutRuns turns: the
-// tasks before it go with it, but what follows it waits for the next batch
-// of the same drive loop. So a long queue of a group's large runs is taken
-// a run at a time, and its first Run starts without walking the whole
-// queue first.
-//
-// The batch is detached from the queue under one lock and run without
-// taking the lock again, so a busy key costs two lock round trips per batch
-// instead of two per task. While it runs, m.hold is holdPlain: nothing else
-// can hold m and new submissions queue behind the batch. A batched task
-// canceled before it starts loses the start CAS; its canceler gives its
-// place back at once (Entry.release), and the loop skips it.
+// The batch is detached under one lock and run without it: two lock round
+// trips per batch, not per task. m.hold is holdPlain meanwhile, so new
+// submissions queue behind it. A batched task canceled before it starts
+// loses the start CAS: its canceler frees its place (Entry.release) and the
+// loop skips it.
 func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	x := m.x.Load() // the queue has an entry
 	first := x.queue.head
@@ -774,21 +712,18 @@ func (m *Mailbox) runBatch(budget int, done *Turn) int {
 	return n
 }
 
-// runFrom runs the tasks of a running batch from e on; ran is how many of
-// the batch's tasks ran before e.
-//
-// If a task's Run never returns (its fn called runtime.Goexit: the Work
-// accounted for it, and the goroutine is exiting), the deferred check ends
-// that task as after any run and hands the rest of the batch, the mailbox
-// and this goroutine's execution slot to a fresh drive loop, so the key
-// goes on in FIFO order and nothing is left driven.
+// runFrom runs a running batch's tasks from e on; ran of them ran before e.
+// If a Run never returns (fn called runtime.Goexit; the Work accounted for
+// it), the deferred check ends that task and hands the rest of the batch,
+// the mailbox and this slot to a fresh drive loop, so the key goes on in
+// FIFO order and nothing is left driven.
 func (m *Mailbox) runFrom(e *Entry, ran int) {
 	var running *Entry  // the entry whose task is in Run
 	var grouped []*Turn // the turns of a group in Run, if any
 	var after *Entry    // the entry after that group's run
 	defer func() {
-		// The fresh loop's closure captures copies: capturing ran or after
-		// themselves would move them to the heap on every call.
+		// The closures capture copies: capturing ran or after would move
+		// them to the heap on every call.
 		switch {
 		case running != nil:
 			next, n := running.next, ran+1 // read before the task settles
@@ -819,8 +754,8 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 	var buf []*Turn
 	for e != nil {
 		if g := e.t.group(); g != nil {
-			// A run of the group: the turns that win their start, up to
-			// Max entries, go to one Run.
+			// A group's run: the turns that win their start, up to Max
+			// entries, go to one Run.
 			if buf == nil {
 				buf = make([]*Turn, 0, min(g.Max, 1024))
 			}
@@ -871,8 +806,7 @@ func (m *Mailbox) runFrom(e *Entry, ran int) {
 }
 
 // finishRun ends a batched task that ran: it frees its place, admits a
-// parked submission into the room (it queues behind the batch), and
-// settles the task.
+// parked submission (queued behind the batch), and settles the task.
 func (m *Mailbox) finishRun(t *Turn) {
 	m.ranBatched()
 	t.Finish()
@@ -890,9 +824,8 @@ func (m *Mailbox) endBatch() {
 	m.promote()
 }
 
-// grantReaders grants every further shared task at the head and puts them on
-// the ready queue, so that each runs on its own slot while the mailbox is
-// released (locked). It reports whether any was queued.
+// grantReaders grants every further shared task at the head, readying each
+// for its own slot (locked); it reports whether any was readied.
 func (m *Mailbox) grantReaders() bool {
 	more := false
 	for e := m.head(); e != nil && e.shared && m.before(e); e = m.head() {
@@ -913,8 +846,7 @@ func (m *Mailbox) grantReaders() bool {
 }
 
 // decay keeps the service-rate estimate recent: past 64 tasks it halves
-// both the count and the span, and it forgets everything when the queue
-// drains (locked).
+// the count and the span; it forgets all once the queue drains (locked).
 func (m *Mailbox) decay() {
 	x := m.x.Load()
 	if x == nil || x.busySince == 0 {
@@ -980,9 +912,8 @@ func (l *list) cut(last *Entry) {
 	last.next = nil
 }
 
-// String describes m's state for a person debugging a stuck key (locked):
-// its pending count (with the fast-hold bit), what holds it, whether a
-// drive loop is due, and what waits in its queues.
+// String describes m for debugging a stuck key (locked): pending (and the
+// fast bit), its hold, whether a drive loop is due, and what waits.
 func (m *Mailbox) String() string {
 	s := fmt.Sprintf("pending=%d fast=%v hold=%d driven=%v plain=%d/%d",
 		m.count(), m.pending.Load()&fastBit != 0, m.hold, m.driven, m.plain.queued(), m.plain.cut)
@@ -999,8 +930,7 @@ func (m *Mailbox) String() string {
 	return s
 }
 
-// String describes r's slots and ready queue, for a person debugging a
-// stuck executor.
+// String describes r's slots and ready queue, for debugging a stuck executor.
 func (r *Runner) String() string {
 	return fmt.Sprintf("active=%d/%d ready=%d", r.active.Load(), r.limit, r.nready.Load())
 }

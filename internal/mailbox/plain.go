@@ -9,51 +9,29 @@ import (
 
 // Plain tasks.
 //
-// Most fire-and-forget work is a single-key exclusive task that nobody
-// needs to find through a Turn while it is queued: its owner may take it
-// out again (TakePlain: its ctx ended, or Close gave up), but needs no
-// Turn for that. Such a task is queued as a plain slot, the function and an arg for the
-// runner's Plain (which makes of it what the task needs as it runs), in
-// a ring that the mailbox keeps and reuses, so it costs no per-task queue
-// node. The drive loop reads the slots of a batch one after another, which
-// the processor fetches ahead, instead of following a pointer per task to
-// a node another core wrote.
-//
-// Plain slots and Entries share one FIFO order. Each entry records how many
-// plain slots had been queued before it (Entry.plainBefore, against the
-// ring's tail count): the entry goes first once every one of those has
-// been taken. Nothing else about entries changes.
-//
-// OldestStamp sees plain slots (their stamps are kept beside them on a
-// runner that tracks the oldest task: see plainRing), and the running
-// one's hold is timed like any (HeldSince); what reads Turns (Each, Head,
-// Oldest) does not: an owner queues plain tasks only where it needs none of
-// those for them (see TakePlain for Close). An owner that must find one
-// again while it waits (to check a wait on it for a cycle) asks PlainPos
-// for its position, by its arg, then EachManyAheadPlain.
+// A single-key exclusive task nobody finds through a Turn while it waits
+// is queued as a plain slot (fn and an arg) in a ring the mailbox reuses
+// (no per-task node: see plainRing). Slots and Entries share one FIFO
+// order: an entry records how many slots were queued before it
+// (Entry.plainBefore) and goes first once all of those are taken.
+// OldestStamp and HeldSince see plain slots; what reads Turns (Each, Head,
+// Oldest) does not, so an owner queues plain tasks only where it needs
+// none of those (see TakePlain for Close, and PlainPos and
+// EachManyAheadPlain to check a wait on one for a cycle).
 
-// Plain runs an owner's plain tasks (EnqueuePlain), one handler per Runner
-// (RunnerOptions.Plain): each slot carries only fn, the owner's arg (one
-// pointer, or nil) and the stamp (0 unless the runner tracks the oldest
-// task), and RunPlain makes
-// of them what the task needs (its context, say) on the goroutine that
-// runs it; left is how many of its batch's tasks have yet to run, this one
-// included, for an owner that makes for a batch at once what its tasks
-// need. Like Work.Run, RunPlain must not panic and
-// must account for the task's end itself, including when fn calls
-// runtime.Goexit: then it does not return, and the mailbox ends the task as
-// after a return and hands the key to a fresh drive loop. Like Work.Settle,
-// SettlePlain is called once the task's place in the mailbox is free (after
-// RunPlain, returned or not), to wake whoever waits for the task: by then
-// the key has room again. RanPlain is a plain batch's RunnerOptions.Ran:
-// it is called unlocked once the n tasks of a batch on m have settled
-// (not before n, even if one called runtime.Goexit), so that work done
-// for many tasks at once can be left to it, with the mailbox it was for
-// (the executor gives back their reservations in m's router shard).
-// NewAux makes the value that m's plain tasks share (Aux), if its owner
-// stored none: it is called locked, as the
-// mailbox's first plain batch is cut, so that a key whose tasks only wait
-// does not pay for it.
+// Plain runs an owner's plain tasks (EnqueuePlain), one per Runner
+// (RunnerOptions.Plain). RunPlain makes of a slot's fn, arg and stamp (0
+// unless tracked) what the task needs (its context, say) as it runs; left
+// counts the batch's tasks yet to run, this one included. Like Work.Run it
+// must not panic and must account for the task's end itself, even if fn
+// calls runtime.Goexit (then it does not return; the mailbox ends the task
+// and hands the key to a fresh drive loop). SettlePlain, like Work.Settle,
+// wakes the task's waiters once its place is free (after RunPlain,
+// returned or not). RanPlain is a plain batch's RunnerOptions.Ran: called
+// unlocked once all n tasks of a batch on m have settled, even after a
+// Goexit. NewAux makes m's shared Aux if the owner stored none, locked, as
+// m's first plain batch is cut, so a key whose tasks only wait does not
+// pay for it.
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64, left int)
 	SettlePlain(arg any)
@@ -61,46 +39,29 @@ type Plain interface {
 	NewAux(m *Mailbox) *Aux
 }
 
-// plainSlot is a queued plain task's fn: 8 bytes, what a waiting task
-// costs its key and what the collector scans for it while it waits, if its
-// arg is nil (a Go with no context of its own, for the executor). The args
-// are kept beside the slots, in a buffer of the same size made only once a
-// task with an arg is queued (see plainRing).
+// plainSlot is a queued plain task's fn; its arg is kept apart (plainRing).
 type plainSlot struct {
 	fn func(context.Context) error
 }
 
-// plainRing is a mailbox's plain slots: first those of the running batch
-// (cut of them), then the queued ones. Its counts are absolute and wrap:
-// tail counts the slots ever queued, taken those ever taken into a batch or
-// out by TakePlain; tail-taken are queued.
+// plainRing is a mailbox's plain slots: the running batch's (cut of them),
+// then the queued ones. Its counts are absolute and wrap: tail counts slots
+// ever queued, taken those taken into a batch or out (TakePlain);
+// tail-taken are queued.
 //
-// The ring is part of the mailbox (32 bytes, where a ring of its own would
-// cost a pointer, an object and a cache line more to touch for each task
-// queued and each batch taken); its buffer is made on the first plain task
-// and kept. The ring keeps the buffer as its first slot's address and the
-// log of its size, 9 bytes where a slice takes 24, and the running batch's
-// size in 16 bits (a batch takes at most maxCut slots): that keeps the
-// mailbox at 64 bytes, a router node with a string key at 80. The buffer
-// starts at one slot, since most keys have one task waiting, and grows
-// when full (see grown).
+// It is inline in the mailbox (a ring of its own would cost a pointer, an
+// object and a cache line more per task), its buffer held as the first
+// slot's address and the log of its size (9 bytes, not a slice's 24) and
+// the batch size in 16 bits, so a mailbox stays at 64 bytes. The buffer is
+// made on the first plain task, with one slot, and grows when full (grown).
 //
-// The slots' args (the owner's, for Plain) are kept in a second buffer,
-// args, with the same size and indexes, made only when a task with an arg
-// other than nil is queued, and dropped when the ring is resized with none
-// queued: a key whose waiting tasks all have nil args (the executor's plain
-// Gos with context.Background()) costs 8 bytes a waiting task, one pointer
-// for the collector to scan; a Submit 16. A ring that grows with an arg
-// queued (or being pushed) makes its slots and their args as one object,
-// the args after the slots, so that a key of Submits grows with one
-// allocation a growth (see resize). An index that holds no queued or
-// running task always has a nil arg (drop and TakePlain clear it), so push
-// writes only the args that are not nil.
-//
-// The slots' stamps (when the owner accepted each, see OldestStamp) are
-// kept only on a runner that tracks the oldest task (TrackOldest), in a
-// buffer of the mailbox's extra with the same indexes (the st arguments
-// below; nil elsewhere), so that the other keys do without them.
+// Args live in a second buffer with the same indexes, made once a non-nil
+// arg is queued and dropped by a resize with none queued: a waiting task
+// with a nil arg (a plain Go with context.Background()) costs 8 bytes, one
+// pointer to scan; a Submit 16. A free index always has a nil arg (drop
+// and TakePlain clear it), so push writes only non-nil args. Stamps (for
+// OldestStamp) are kept only where the runner tracks the oldest task, in
+// the extra, by the same indexes (the st arguments below; nil elsewhere).
 type plainRing struct {
 	ptr         *plainSlot // the buffer's first slot; nil: no buffer yet
 	args        *any       // the args buffer's first (see above); nil: every arg is nil
@@ -110,9 +71,8 @@ type plainRing struct {
 	log         uint8  // the buffer holds 1<<log slots, if there is one
 }
 
-// maxCut is the most slots one plain batch takes (plainRing.cut): one
-// bit each in extra.plainClaim. A loop with more budget cuts the next
-// batch at once, one lock round trip per maxCut tasks.
+// maxCut is the most slots a plain batch takes (a bit each in
+// extra.plainClaim); a loop with more budget cuts the next batch at once.
 const maxCut = 32
 
 // buf returns the ring's buffer, nil if it has none.
@@ -182,9 +142,8 @@ func (q *plainRing) push(fn func(context.Context) error, arg any, stamp int64, s
 	q.tail++
 }
 
-// firstStamp is the stamp and the position (counted as taken and tail
-// are) of the first queued slot that is not a tombstone (see TakePlain),
-// and false if there is none.
+// firstStamp is the stamp and position (counted as taken and tail are) of
+// the first queued slot that is no tombstone (TakePlain); false if none.
 func (q *plainRing) firstStamp(st *[]int64) (at int64, pos uint32, ok bool) {
 	buf := q.buf()
 	for i := range q.queued() {
@@ -204,13 +163,11 @@ func stampAt(st *[]int64, k int) int64 {
 }
 
 // grown is the size a full ring grows to: one slot first (most keys have
-// one task waiting), doubling while the ring is small, and growing
-// fourfold from bigRing slots on, where a queue that deep is most likely
-// a burst that outruns the key's worker: each growth copies every queued
-// slot under the key's lock, and the fewer growths the fewer copies: a
-// queue that reaches n slots copies between n/3 and 4n/3 of them in all,
-// where doubling copies between n and 2n. A ring that grew is a quarter
-// full, so drop does not shrink it at once.
+// one task waiting), doubling while small, fourfold from bigRing on, where
+// so deep a queue is likely a burst outrunning the worker. Each growth
+// copies the queue under the key's lock; reaching n slots copies n/3 to
+// 4n/3 in all (doubling: n to 2n). A grown ring is a quarter full, so drop
+// does not shrink it at once.
 func (q *plainRing) grown() int {
 	switch n := q.len(); {
 	case n == 0:
@@ -225,11 +182,10 @@ func (q *plainRing) grown() int {
 // bigRing is the ring size from which a full ring grows fourfold.
 const bigRing = 256
 
-// resize moves the slots (and their args and stamps, if kept) to new
-// buffers of n slots; the args buffer is dropped if no slot has an arg,
-// and kept if one has, or if withArgs (the push that grows the ring has
-// one). A running batch may still read the old buffers: its slots are copied,
-// never overwritten.
+// resize moves the slots (with their args and stamps, if kept) to new
+// buffers of n slots; the args buffer is kept only if a slot has an arg or
+// withArgs (the push that grows the ring has one). A running batch may
+// still read the old buffers: its slots are copied, never overwritten.
 func (q *plainRing) resize(n int, withArgs bool, st *[]int64) {
 	old, oldArgs := q.buf(), q.argBuf()
 	for i := 0; !withArgs && oldArgs != nil && i < q.size(); i++ {
@@ -275,16 +231,15 @@ func (q *plainRing) drop(n int, st *[]int64) {
 	}
 	q.head = uint32(q.at(n))
 	if l := len(buf); l > 64 && q.size() <= l/8 {
-		// Give back what a burst took: memory follows the work now
-		// (and Mailbox.Reset drops all but a small ring).
+		// Give back what a burst took (Mailbox.Reset drops all but a small ring).
 		q.resize(l/4, false, st)
 	}
 }
 
-// trim drops the tombstones (see TakePlain) at the head of the queue, while
-// no batch runs (locked): they must never keep the key from holding,
-// retiring, or letting a Turn behind them join a shared hold. TakePlain
-// trims those it leaves; endPlain those left while its batch ran.
+// trim drops the tombstones (TakePlain) at the head of the queue while no
+// batch runs (locked): they must never keep the key from holding, retiring,
+// or letting a Turn behind them join a shared hold. TakePlain trims those
+// it leaves; endPlain those left while its batch ran.
 func (q *plainRing) trim(st *[]int64) {
 	buf, n := q.buf(), 0
 	for n < q.queued() && buf[q.at(n)].fn == nil {
@@ -296,13 +251,11 @@ func (q *plainRing) trim(st *[]int64) {
 	}
 }
 
-// EnqueuePlain queues fn, with arg for the runner's Plain, at the tail of m's
-// queue (locked), with the stamp OldestStamp reports for it (the owner's clock,
-// as for Turn.SetStamp; 0 if it keeps none). Like Enqueue, it reports whether m
-// now needs a drive loop; if so the caller must call Dispatch after unlocking.
-// fn must not be nil (a nil fn marks a slot taken out: see TakePlain). The
-// owner takes a plain task out of the queue with TakePlain, and must never
-// need to find it through a Turn (see Plain).
+// EnqueuePlain queues fn, with arg for the runner's Plain and the stamp
+// OldestStamp reports (as for Turn.SetStamp; 0 if none), at m's tail
+// (locked). Like Enqueue it reports whether to call Dispatch after
+// unlocking. fn must not be nil (nil marks a slot taken out). The owner
+// takes it out with TakePlain and must never need it as a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
 	m.measure()
 	m.plain.push(fn, arg, stamp, m.stamps())
@@ -310,19 +263,17 @@ func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp in
 	return m.wake()
 }
 
-// HoldPlain grants the caller an exclusive hold of m at once, for a plain
-// task it runs on its own goroutine, which must own an execution slot: a
-// Do that found its key idle (locked). The caller must have checked
-// CanHold(false) under the same lock. The hold has no Turn: like a drive
-// loop's batch it shows as exclusive with no holder (Holder). After the run
-// the caller calls UnholdPlain, unlocked, even if fn called
-// runtime.Goexit.
+// HoldPlain grants the caller an exclusive hold of m at once (locked), with
+// no Turn, for a plain task (a Do that found its key idle) it runs on its
+// own goroutine, which must own an execution slot. The caller must have
+// checked CanHold(false) under the same lock, and calls UnholdPlain after
+// the run, unlocked, even if fn called runtime.Goexit.
 func (m *Mailbox) HoldPlain() {
 	if m.home.r.opt.Clock != nil {
 		m.made().heldSince.Store(held(m.home.r.opt.Clock()))
 	} else if m.pending.Load() == 0 && m.home.owner.Linger(m) {
-		// (pending is 0 whenever CanHold holds; the check keeps the
-		// give-back's swap, which expects exactly this hold, honest.)
+		// pending is 0 whenever CanHold holds; checking keeps the
+		// give-back's swap, which expects exactly this hold, honest.
 		m.hold = holdFast
 		m.pending.Add(1 | fastBit)
 		return
@@ -349,35 +300,29 @@ func (m *Mailbox) UnholdPlain() {
 
 // Fast holds.
 //
-// Most Dos find their key idle, run fn on the caller's goroutine and leave
-// the key idle again (the uncontended Do). Giving such a hold back under
-// m's lock costs a second lock round trip per call, and a retirement that
-// the next call on the key undoes. A fast hold is given back in one atomic
-// step instead, when nobody has come for the key meanwhile:
+// Most Dos find their key idle and leave it idle (the uncontended Do).
+// Giving the hold back under m's lock costs a second lock round trip per
+// call, and a retirement the next call undoes; a fast hold is given back
+// in one atomic step if nobody came for the key meanwhile:
 //
-//   - HoldPlain, when the owner allows it (Owner.Linger; never on a runner
-//     with a clock, since a hold it times must end under the lock), sets
-//     hold to holdFast and adds fastBit to pending with the hold's own
-//     count.
-//   - UnholdPlain swaps pending from exactly 1|fastBit to 0. That leaves m
-//     idle but still hold == holdFast and not retired: released. Nothing
-//     else changes, and the holder never touches m again.
-//   - Anyone else who comes for m, locked, calls Claim first: it clears
-//     fastBit (the revocation) if the hold is still taken, so that the
-//     holder's swap fails and it gives the hold back under the lock, as any
-//     hold; or it settles a released hold (holder back to nil). Every
-//     change to m after Claim is then made as if there had been no fast
-//     hold, and the swap and the revocation are one word's two CASes, so
-//     exactly one of them wins.
-//   - A released hold is settled too, and m then retired, by the next
-//     unlock of m (unlockRetire, which reads pending once for both, since
-//     the holder's swap may come between two reads), and by the owner
-//     before it counts its
-//     live mailboxes (Released): the owner keeps at most one mailbox per
-//     lock in a fast hold (Linger), so it knows which to look at.
+//   - HoldPlain, if the owner allows (Owner.Linger; never with a clock:
+//     a timed hold ends under the lock), sets hold to holdFast and adds
+//     fastBit to pending with the hold's count.
+//   - UnholdPlain swaps pending from exactly 1|fastBit to 0: m is left
+//     idle, holdFast and not retired (released), and the holder never
+//     touches it again.
+//   - Whoever else comes for m, locked, calls Claim first: it revokes a
+//     hold still taken (clears fastBit), so the holder's swap fails and it
+//     gives the hold back under the lock; or it settles a released one
+//     (hold = holdNone). Then m changes as if there had been no fast hold.
+//     The swap and the revocation are CASes on one word: one wins.
+//   - A released hold is also settled, and m retired, by the next unlock
+//     (unlockRetire, reading pending once for both) and by the owner
+//     before it counts its live mailboxes (Released); it keeps at most one
+//     fast hold per lock (Linger), so it knows where to look.
 //
 // While a fast hold is taken nothing is queued or parked on m (whoever
-// would be claimed it first), so no batch runs and the driver's unlocked
+// would, claims it first), so no batch runs and the driver's unlocked
 // decrement of pending never meets fastBit.
 
 // unholdLocking, if set (by a test), is called as UnholdPlain turns to the
@@ -387,10 +332,9 @@ var unholdLocking func()
 // fastBit marks pending while a fast hold is taken and not revoked.
 const fastBit = 1 << 30
 
-// Claim prepares m, just locked by its owner for a caller that will
-// inspect or change it, for that caller (locked): a fast hold still taken
-// is revoked, one given back is settled (see "Fast holds"). It does
-// nothing for a mailbox without a fast hold.
+// Claim readies m, just locked by its owner, for a caller that will read
+// or change it (locked): a fast hold still taken is revoked, one given back
+// is settled (see "Fast holds"); otherwise it does nothing.
 func (m *Mailbox) Claim() {
 	if m.hold != holdFast {
 		return
@@ -409,25 +353,21 @@ func (m *Mailbox) Claim() {
 	}
 }
 
-// Released reports whether m's fast hold was given back and m not yet
-// settled (locked): m is idle then, though nothing retired it. Settle it
-// with Claim, and retire it with Release.
+// Released reports whether m's fast hold was given back but not settled
+// (locked): m is idle but not retired. Claim settles it; Release retires it.
 func (m *Mailbox) Released() bool { return m.hold == holdFast && m.pending.Load() == 0 }
 
-// clearHeld ends the timing of a hold (locked). A runner without a clock
-// never sets heldSince: then it is not written at all.
+// clearHeld ends the timing of a hold (locked), writing only if a clock set it.
 func (m *Mailbox) clearHeld() {
 	if x := m.x.Load(); x != nil && x.heldSince.Load() != 0 {
 		x.heldSince.Store(0)
 	}
 }
 
-// PlainPos finds the plain task queued with arg (compared with ==) in m's
-// queue (locked): it reports whether the task still waits there, and if
-// so its position, as EachManyAheadPlain takes it. It is false once a drive
-// loop took the task into a batch (it runs or is about to) or TakePlain
-// took it out. It looks at each waiting slot in turn, so it costs the
-// length of the key's queue; the owner keeps no position per task.
+// PlainPos reports whether the plain task queued with arg (==) still waits
+// in m's queue, and if so its position for EachManyAheadPlain (locked); not
+// once a drive loop took it into a batch or TakePlain took it out. It scans
+// the queue: the owner keeps no position per task.
 func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
 	q := &m.plain
 	for i := range q.queued() {
@@ -439,13 +379,11 @@ func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
 }
 
 // OldestPlain returns the arg of m's oldest plain task, if a plain task is
-// the oldest that m runs or queues (locked): the running plain batch's
-// first; else, unless a batch of Turns runs (its next Turn is older), the
-// first queued slot, if it goes ahead of every queued Turn. Slots taken out
-// (TakePlain) are skipped. It is nil otherwise, or if that task has no arg.
-// A task of a running batch may have started or ended by then: its arg is
-// what the owner queued, which the owner may still read (to name the
-// task's key, say).
+// the oldest m runs or queues (locked): the running plain batch's first,
+// else, unless a batch of Turns runs (its next Turn is older), the first
+// queued slot if it goes ahead of every queued Turn; nil otherwise or if
+// it has no arg. Slots taken out are skipped. A batch's task may have
+// ended: its arg is what the owner queued and may still read (its key, say).
 func (m *Mailbox) OldestPlain() any {
 	q := &m.plain
 	if q.cut == 0 {
@@ -474,57 +412,49 @@ func (m *Mailbox) EachManyAheadPlain(pos uint32, f func(t *Turn)) {
 	m.eachManyAhead(func(o *Entry) bool { return int32(o.plainBefore-pos) <= 0 }, f)
 }
 
-// Aux is what an owner keeps with a mailbox (SetAux, Plain.NewAux): V is
-// the owner's. A mailbox keeps a pointer to it, one word, so that a
-// waiting key does not pay for an interface; the owner embeds the Aux in
-// the value V names, so that keeping it costs no allocation of its own.
+// Aux is what an owner keeps with a mailbox (SetAux, Plain.NewAux): one
+// pointer in the mailbox rather than an interface. The owner embeds it in
+// the value V names, so it costs no allocation of its own.
 type Aux struct{ V any }
 
 // Aux returns what SetAux stored, or what Plain.NewAux made as the first
-// plain batch was cut (locked; or unlocked by the runner's Plain, as it
-// runs a task of a batch: m had one by then); nil until then. Once set it
-// never changes, and it stays with the mailbox when the mailbox is reused
-// for another key.
+// plain batch was cut, else nil (locked, or unlocked by Plain during a
+// batch). Once set it never changes, even when m is reused for another key.
 func (m *Mailbox) Aux() *Aux { return m.aux }
 
 // SetAux stores a value for the owner, say what the plain tasks of m share
 // (locked). m must have none yet (Aux is nil): once set, Aux never changes.
 func (m *Mailbox) SetAux(v *Aux) { m.aux = v }
 
-// Local returns a value, kept by m's home, that every mailbox under m's
-// lock shares (locked): what the user keeps per lock rather than per key
-// (Aux), say a stock of what its tasks draw on. It is nil until stored.
+// Local returns a value that every mailbox under m's lock shares, kept by
+// m's home (locked): what the user keeps per lock rather than per key
+// (Aux), say a stock its tasks draw on. It is nil until stored.
 func (m *Mailbox) Local() *any { return &m.home.local }
 
-// Count returns a counter, kept by m's home, that every mailbox under m's
-// lock shares, for its user to add to under the lock and read at any time:
-// it sits beside the lock, so that adding to it while holding the lock
-// costs no cache line more than the lock does (the executor counts its
-// plain tasks submitted there).
+// Count returns a counter that every mailbox under m's lock shares, added
+// to under the lock and read at any time. It sits beside the lock, costing
+// no extra cache line (the executor counts its plain tasks submitted).
 func (m *Mailbox) Count() *atomic.Uint64 { return &m.home.count }
 
-// TakePlain takes out of m every plain task that has not started and for
-// which drop (given its arg) says so, and returns their args in FIFO order,
-// for its owner to end without running them (locked): a giving-up Close
-// drops them all, a sweep those whose ctx has ended. Each was pending: the
-// caller must call DonePlain once per task it ends, unlocked.
+// TakePlain takes out of m every plain task not yet started that drop
+// (given its arg) selects, returning their args in FIFO order for the
+// owner to end unrun (locked): a Close that gives up takes all, a sweep
+// those whose ctx ended. Each was pending: call DonePlain once per task
+// ended, unlocked.
 //
-// A running batch's tasks that the loop has not claimed are reached too:
-// TakePlain claims each it takes (see claim), and the loop skips it. A
-// task taken out of the queue leaves its slot behind as a tombstone (no
-// fn), so that the positions that order plain slots among entries
-// (Entry.plainBefore) stay true: the loop skips it too, and tombstones at
-// the head of an idle queue are dropped at once, so that they never keep
-// the key from holding or retiring.
+// It claims the running batch's unclaimed tasks it takes (claim), so the
+// loop skips them. A task taken out leaves a tombstone (nil fn), keeping
+// the positions that order slots among entries (Entry.plainBefore) true;
+// the loop skips tombstones, and trim drops them at the head of an idle
+// queue so they never keep the key from holding or retiring.
 func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 	q := &m.plain
 	buf, args := q.buf(), q.argBuf()
 	var ps []any
 	if x := m.x.Load(); x != nil && q.cut > 1 {
-		// A batch of one has nothing behind its slot, and may have run
-		// without the extra (made since, its claims not the batch's): it
-		// is left alone, and its task, if it has not started, is noticed
-		// as it starts.
+		// A batch of one has nothing behind its slot and may have run
+		// without the extra (made since: its claims are not the batch's):
+		// leave it; its task, if not started, is noticed as it starts.
 		for i := range int(q.cut) {
 			k := q.at(i)
 			if buf[k].fn != nil && x.plainClaim.Load()&(1<<i) == 0 && drop(argAt(args, k)) && claim(x, i) {
@@ -556,9 +486,8 @@ func (m *Mailbox) DonePlain() {
 	m.giveBack()
 }
 
-// giveBack frees the place of a task that left m (locked; it unlocks):
-// it admits parked submissions into the room, and wakes m if what is now
-// at its head can go.
+// giveBack frees the place of a task that left m (locked; it unlocks),
+// admits parked submissions and wakes m if its new head can go.
 func (m *Mailbox) giveBack() {
 	m.pending.Add(-1)
 	m.promote()
@@ -583,15 +512,13 @@ func (m *Mailbox) front() (*Entry, bool) {
 // plain slot: each of those queued before e has been taken.
 func (m *Mailbox) before(e *Entry) bool { return int32(e.plainBefore-m.plain.taken) <= 0 }
 
-// runPlain runs a batch of the plain tasks at the head of the queue, up to
-// budget, like runBatch: m is locked on entry and on return, done (a task
-// of the caller's) is settled once unlocked, and it returns how many tasks
-// it took. A slot taken out (a tombstone, see TakePlain) is cut with the
-// batch but costs no budget, as a Turn withdrawn before its batch is cut
-// is never taken. The batch's slots stay in the ring while it runs
-// unlocked, so that new ones queue behind them; if the ring grows
-// meanwhile, the batch goes on reading the buffer it was cut from, whose
-// slots are copied, never overwritten.
+// runPlain runs a batch of the plain tasks at the queue's head, up to
+// budget, as runBatch does (locked on entry and return; done settled once
+// unlocked; returns tasks taken). A tombstone (TakePlain) is cut with the
+// batch but costs no budget, as a withdrawn Turn is never taken. The slots
+// stay in the ring while the batch runs, new ones queuing behind; if the
+// ring grows meanwhile, the batch reads the buffer it was cut from: a
+// resize copies slots, never overwrites them.
 func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	q := &m.plain
 	limit := min(q.queued(), maxCut)
@@ -627,14 +554,12 @@ func (m *Mailbox) runPlain(budget int, done *Turn) int {
 	return tasks
 }
 
-// runPlainFrom runs the tasks of a running plain batch of n, whose first
-// slot is buf[first] (its args in args, nil if every one is nil, and its
-// stamps in stamps, if kept), from its i-th on (the ones before it have
-// run, ran of them tasks: the others were tombstones, see TakePlain). If
-// a task never returns (its fn called runtime.Goexit, and RunPlain
-// accounted for it), the deferred check frees the task's place and hands
-// the rest of the batch, the mailbox and the execution slot to a fresh
-// drive loop, as runFrom does.
+// runPlainFrom runs a running plain batch of n, first slot buf[first]
+// (args in args, nil if all nil; stamps in stamps, if kept), from its i-th
+// on; ran of the earlier ones were tasks, the rest tombstones. If a task
+// never returns (fn called runtime.Goexit; RunPlain accounted for it), the
+// deferred check frees its place and hands the rest of the batch, the
+// mailbox and the slot to a fresh drive loop, as runFrom does.
 func (m *Mailbox) runPlainFrom(buf []plainSlot, args []any, stamps []int64, first, n, i, ran int) {
 	running := false
 	defer func() {
@@ -686,9 +611,8 @@ func argAt(args []any, k int) any {
 	return args[k]
 }
 
-// ranBatched frees the place of a task of a running batch, plain or not,
-// once it ran, and admits a parked submission into the room (it queues
-// behind the batch).
+// ranBatched frees the place of a batch's task (plain or not) that ran and
+// admits a parked submission (it queues behind the batch).
 func (m *Mailbox) ranBatched() {
 	m.pending.Add(-1)
 	x := m.x.Load()
@@ -705,8 +629,7 @@ func (m *Mailbox) ranBatched() {
 	}
 }
 
-// endPlain removes the batch that ran from the ring and releases its hold
-// (locked).
+// endPlain drops the batch that ran from the ring and ends its hold (locked).
 func (m *Mailbox) endPlain() {
 	q := &m.plain
 	q.drop(int(q.cut), m.stamps())
@@ -718,21 +641,18 @@ func (m *Mailbox) endPlain() {
 	m.endBatch()
 }
 
-// claim claims slot i of a running plain batch, for the drive loop
-// before it starts it, or for TakePlain as it takes it out: it reports
-// whether the slot was still unclaimed. One atomic OR on one word decides
-// which of the two gets a slot: the one that found its bit clear. A
-// mailbox without its extra runs batches of one, which TakePlain leaves
-// alone.
+// claim claims slot i of a running plain batch, for the drive loop before
+// it starts it or for TakePlain as it takes it out, and reports whether it
+// was unclaimed: one atomic OR decides which of the two gets it. A mailbox
+// without its extra runs batches of one, which TakePlain leaves alone.
 func claim(x *extra, i int) bool {
 	return x == nil || x.plainClaim.Or(1<<i)&(1<<i) == 0
 }
 
-// plainOldest returns the stamp of the oldest plain task that waits in the
-// running batch, if one runs and the runner tracks it (locked): the first
-// slot that nobody has claimed (see claim) and is no tombstone. The
-// batch's slots are only read until the batch ends, which takes m's lock:
-// a slot found unclaimed is the batch's, and has not started.
+// plainOldest returns the stamp of the oldest task waiting in the running
+// plain batch, if any and tracked (locked): the first slot unclaimed and
+// no tombstone. The batch's slots are read only until it ends, which takes
+// m's lock, so a slot found unclaimed is the batch's and has not started.
 func (m *Mailbox) plainOldest() (int64, bool) {
 	q := &m.plain
 	x := m.x.Load()

@@ -8,9 +8,8 @@ import (
 )
 
 // item is one unit of the ready queue: a mailbox to drive (*Mailbox), a
-// granted task to run (*Turn), or a goroutine waiting to get its execution
-// slot back (chan struct{}); the zero item starts a loop with the next ready
-// one. The queue keeps mailboxes apart from the rest (see readyQueue).
+// granted task to run (*Turn), or a goroutine waiting for its slot back
+// (chan struct{}); the zero item starts a loop with the next ready one.
 type item struct{ v any }
 
 func (it item) mailbox() *Mailbox { m, _ := it.v.(*Mailbox); return m }
@@ -20,12 +19,11 @@ func (it item) turn() *Turn { t, _ := it.v.(*Turn); return t }
 func (it item) resume() chan struct{} { c, _ := it.v.(chan struct{}); return c }
 
 // Runner bounds execution to a number of slots and runs work on a pond pool.
-//
-// A slot is owned by exactly one goroutine that runs tasks: a drive loop
-// started with pool.Go, or a caller running a task inline. Work that finds no
-// free slot waits in a FIFO ready queue; a goroutine that gives up a slot
-// first hands it to the head of that queue. Nothing ever waits in pond's own
-// queue for a slot, so no stale pool job can run a mailbox it no longer owns.
+// Each slot is owned by one goroutine that runs tasks: a drive loop started
+// with pool.Go, or a caller running a task inline. Work that finds no free
+// slot waits in a FIFO ready queue, and a goroutine giving up a slot hands
+// it to the head of that queue. Nothing waits in pond's own queue for a
+// slot, so no stale pool job can run a mailbox it no longer owns.
 type Runner struct {
 	pool       pond.Pool
 	limit      int32
@@ -43,10 +41,9 @@ type Runner struct {
 	launchers sync.Pool // of *launcher
 }
 
-// launcher starts a mailbox's drive loop on the pool, which runs a func():
-// its func is made once and the launcher reused, so that neither a
-// dispatch nor a mailbox pays for a closure (a mailbox would keep one for
-// as long as it lives).
+// launcher starts a mailbox's drive loop on the pool. Its func is made
+// once and the launcher reused, so neither a dispatch nor a mailbox (which
+// would keep it for life) pays for a closure.
 type launcher struct {
 	r  *Runner
 	m  *Mailbox
@@ -74,43 +71,39 @@ func (r *Runner) launch(m *Mailbox) {
 // RunnerOptions are what a Runner's drive loops keep track of beyond
 // running tasks. Each costs a little per task, so each is off unless set.
 type RunnerOptions struct {
-	// TrackOldest makes drive loops publish the next task of a running
-	// batch, for Mailbox.Oldest and OldestStamp; without it they see only
-	// queued tasks. It costs an atomic store per task.
+	// TrackOldest makes drive loops publish a running batch's next task for
+	// Mailbox.Oldest and OldestStamp (else they see only queued tasks), at
+	// an atomic store per task.
 	TrackOldest bool
 
 	// MeasureService makes drive loops count the tasks each mailbox serves
-	// while a queue stands, for Mailbox.ServiceTime; without it ServiceTime
-	// is 0. It costs an atomic add per task.
+	// while a queue stands, for Mailbox.ServiceTime (else 0), at an atomic
+	// add per task.
 	MeasureService bool
 
-	// Ran, if set, is called unlocked after the tasks of a batch of Turns
-	// have settled, with how many of them ran (see Turn.Batched): work
-	// that can be done for many tasks at once (the executor gives back
-	// their reservations) can be left to Ran. A batch of plain tasks goes
-	// to Plain.RanPlain instead, with its mailbox. Ran and Plain are the
-	// calls from a drive loop back to its owner other than the turns' Work.
+	// Ran, if set, is called unlocked once a batch of Turns has settled,
+	// with how many ran (see Turn.Batched), for work done for many tasks at
+	// once (the executor gives back their reservations). A plain batch goes
+	// to Plain.RanPlain instead. With Plain, it is the only call from a
+	// drive loop back to its owner other than the turns' Work.
 	Ran func(n int)
 
-	// Plain runs the plain tasks that owners queue on the runner's
-	// mailboxes (EnqueuePlain), given each one's mailbox and arg; it must
-	// be set if any are.
+	// Plain runs the plain tasks queued on the runner's mailboxes
+	// (EnqueuePlain); it must be set if any are.
 	Plain Plain
 
-	// Clock, if set, is the clock mailboxes read as a hold begins, for
-	// Mailbox.HeldSince (and a lower bound in ServiceTime): one call per
-	// task. Its times must be within 2^62 of its zero, and a hold that
-	// began at 0 counts as none. Without it no mailbox reads a clock.
+	// Clock, if set, is read as a hold begins, for Mailbox.HeldSince (and a
+	// lower bound in ServiceTime): one call per task. Its times must be
+	// within 2^62 of its zero; a hold begun at 0 counts as none.
 	Clock func() int64
 
 	// Room is how many tasks a mailbox may have pending before submissions
 	// that park (Mailbox.Park) wait for room; 0 means no cap.
 	Room int
 
-	// Released, if set, is called after a slot is given back and nothing
-	// took it (Release, or a drive loop that found no more work), so that
-	// an owner waiting for every slot to be free (Active() == 0) hears of
-	// it. It must not block.
+	// Released, if set, is called when a slot is given back and nothing
+	// took it (Release, or a drive loop out of work), for an owner waiting
+	// for Active() == 0. It must not block.
 	Released func()
 }
 
@@ -231,18 +224,17 @@ func (r *Runner) spawn(f func()) {
 	}
 }
 
-// loop runs on a slot: it drives its first item, then takes the next ready
-// item, until the ready queue is empty and the slot is released. An empty
-// item starts with the next ready one.
+// loop runs it on a slot, then the next ready items, until the ready queue
+// is empty and the slot is released (an empty item starts with the next).
 func (r *Runner) loop(it item) {
 	defer r.loops.Done()
 	r.serve(it)
 }
 
-// takeOver hands the slot of a loop whose goroutine is exiting (a task's fn
-// called runtime.Goexit; the task has ended) to a fresh loop that runs rest,
-// then serves it. It is called from a deferred function on the exiting
-// goroutine, whose own loop still counts in loops until it is gone.
+// takeOver hands the slot of a loop whose goroutine is exiting (a fn
+// called runtime.Goexit; the task has ended) to a fresh loop that runs
+// rest, then serves it. It is deferred on the exiting goroutine, whose
+// loop counts in loops until it is gone.
 func (r *Runner) takeOver(rest func(), it item) {
 	r.spawn(func() {
 		defer r.loops.Done()
@@ -309,12 +301,11 @@ func (r *Runner) next() (item, bool) {
 	}
 }
 
-// readyQueue is the ready items in FIFO order. While no worker is free,
-// each waiting key holds a place in it, so its mailboxes are kept as bare
-// pointers (8 bytes a place, where an item is 16), and the rare other items
-// in a FIFO of their own, each with the count of mailboxes pushed before it:
-// it goes first once all of those have been popped, as entries and plain
-// slots share one order in a mailbox (see Entry.plainBefore).
+// readyQueue is the ready items in FIFO order. While no worker is free
+// each waiting key holds a place in it, so mailboxes are kept as bare
+// pointers (8 bytes; an item is 16) and the rare other items in a FIFO of
+// their own, each with the count of mailboxes pushed before it: it goes
+// first once all of those are popped (as in Entry.plainBefore).
 type readyQueue struct {
 	mbs    fifo[*Mailbox]
 	others fifo[other]
@@ -349,11 +340,10 @@ func (q *readyQueue) pop() (item, bool) {
 	return item{}, false
 }
 
-// fifo is a growable ring of Ts.
-// EachGranted calls f for every granted turn waiting in the ready queue for
-// a slot (a shared task granted with others, or a multi-key task granted
-// its last key), under the runner's lock: a Close that gives up ends them
-// (Cancel wins over their start, and runGranted then skips them).
+// EachGranted calls f, under the runner's lock, for every granted turn
+// waiting in the ready queue for a slot (a shared task granted with
+// others, or a multi-key task granted its last key): a Close that gives up
+// ends them (Cancel wins over their start, and runGranted skips them).
 func (r *Runner) EachGranted(f func(t *Turn)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -365,6 +355,7 @@ func (r *Runner) EachGranted(f func(t *Turn)) {
 	}
 }
 
+// fifo is a growable ring of Ts.
 type fifo[T any] struct {
 	buf        []T
 	head, size int

@@ -3,17 +3,15 @@ package mailbox
 import "sync/atomic"
 
 // Turn states. A task moves Queued -> Granted -> Running -> Done, or from
-// Queued or Granted to Canceled. Whoever wins the compare-and-swap out of
-// Queued/Granted decides whether the task runs or is canceled, so a task is
-// never both started and canceled, and never neither. A task held inline
-// (Mailbox.Hold) stays Queued while its owner runs it: it is in no queue, so
-// nothing else can start or cancel it.
+// Queued or Granted to Canceled. The compare-and-swap out of Queued or
+// Granted decides whether it runs or is canceled: never both, never
+// neither. A task held inline (Mailbox.Hold) stays Queued while its owner
+// runs it: in no queue, nothing else can start or cancel it.
 //
-// A multi-key task starts Staged: its owner enqueues it one mailbox at a
-// time, and until it has room on every one it is not accepted. Others may
-// see it queued meanwhile (Each), but Cancel leaves it alone; its owner
-// either Commits it (Queued) once its last entry is enqueued, or takes it
-// back with Withdraw (Canceled).
+// A multi-key task is Staged while its owner enqueues it one mailbox at a
+// time; it is not accepted until it has room on every one. Others may see
+// it queued (Each), but Cancel leaves it alone; the owner Commits it
+// (Queued) once its last entry is enqueued, or Withdraws it (Canceled).
 const (
 	Queued State = iota
 	Granted
@@ -56,22 +54,20 @@ func (a *atomicState) CompareAndSwap(old, new State) bool {
 
 // Work is what a Turn runs; the executor implements it.
 type Work interface {
-	// Run executes the task; the task is in state Running and holds every
-	// mailbox it needs. Run must not panic. It may not return at all, if
-	// the task's own code calls runtime.Goexit: Run must have accounted for
-	// the task's end by then (in a deferred call), and the mailbox then ends
-	// the task as after a return and hands the key to a fresh drive loop.
+	// Run executes the task, Running and holding every mailbox it needs. It
+	// must not panic. If the task's code calls runtime.Goexit, Run does not
+	// return but must have accounted for the task's end (deferred); the
+	// mailbox then ends the task and hands the key to a fresh drive loop.
 	Run()
-	// Settle is called once, after Run or after a successful Cancel, when
-	// no mailbox refers to the task any more. It wakes the task's waiters.
+	// Settle is called once, after Run or a successful Cancel, when no
+	// mailbox refers to the task any more, to wake its waiters.
 	Settle()
-	// Admit is called, with the mailbox locked, when a parked submission
-	// (see Mailbox.Park) gets room, just before it enters the queue. It
-	// reports false to refuse (say, the owner is closing): the submission
-	// stays parked, ahead of any other, until its submitter takes it out
-	// with Unpark. It must not block. A submitter it wakes must take the
-	// mailbox's lock before it touches the task's entries (other than
-	// reading an entry's mailbox, which Park set, to find that lock).
+	// Promote is called, locked, as a parked submission (Mailbox.Park) gets
+	// room, just before it enters the queue. False refuses it (the owner is
+	// closing, say): it stays parked, ahead of the others, until its
+	// submitter takes it out (Unpark). It must not block. A submitter it
+	// wakes must lock the mailbox before touching the task's entries, but
+	// may read an entry's mailbox (set by Park) to find that lock.
 	Promote() bool
 }
 
@@ -86,22 +82,20 @@ type Turn struct {
 	stamp atomic.Int64 // when the task was accepted, if the owner measures it
 }
 
-// Group makes consecutive queued turns of one key run as one batch: a drive
-// loop that reaches a turn of a group takes it and the turns right behind it
-// in the same group, up to Max, and runs them with one call to Run, as one
-// task of the key (it counts once against the drive loop's throughput). A
-// turn of another kind in between ends the batch. Run gets the turns that
-// won their start (each Running, holding the key, in queue order; those
-// canceled meanwhile are left out). Like Work.Run it must account for every
-// turn it gets and must not panic; it may not return if user code calls
-// runtime.Goexit, once every turn is accounted for.
+// Group runs consecutive queued turns of one key as one task of the key
+// (one unit of a drive loop's throughput): a loop that reaches a group's
+// turn takes it and the group's turns right behind it, up to Max, and
+// calls Run once with those that won their start (each Running and holding
+// the key, in queue order). Like Work.Run, Run must account for every turn
+// it gets and must not panic; if user code calls runtime.Goexit it may not
+// return, once every turn is accounted for.
 type Group struct {
 	Max int
 	Run func(ts []*Turn)
-	// Same, if set, reports whether b may join a run that a starts: a run
-	// is one call of Run for turns that go together (a Batcher's, of one
-	// key). A turn taken into a run has started; the turns of a later run
-	// have not, so a Close that gives up still finds them (EachWaiting).
+	// Same, if set, reports whether b may join the run a starts (one Run
+	// call for turns that go together: a Batcher's, of one key). A turn
+	// taken into a run has started; a later run's turns have not, so a
+	// Close that gives up still finds them (EachWaiting).
 	Same func(a, b *Turn) bool
 }
 
@@ -134,8 +128,8 @@ const (
 // Init prepares t for a single-key submission: a zero Turn, or a reused
 // one that ran (Done, or still Queued after an inline run, see Mailbox.Hold).
 func (t *Turn) Init(w Work, shared bool) {
-	// Stores only where a reused task differs: an atomic store costs as
-	// much as an atomic add, and most reused tasks ran inline (still Queued).
+	// Store only where a reused task differs: an atomic store costs as
+	// much as an add, and most reused tasks ran inline (still Queued).
 	if t.state.Load() != Queued {
 		t.state.Store(Queued)
 	}
@@ -145,8 +139,8 @@ func (t *Turn) Init(w Work, shared bool) {
 	t.many = nil
 	t.one.at, t.one.grouped = nowhere, false
 	t.one.shared = shared
-	// A reused task keeps its work and entry owner; not writing them again
-	// keeps Mailbox.OldestStamp's unlocked reads free of races.
+	// A reused task keeps its work and entry owner; not rewriting them
+	// keeps Mailbox.OldestStamp's unlocked reads race-free.
 	if t.work != w {
 		t.work = w
 	}
@@ -155,15 +149,13 @@ func (t *Turn) Init(w Work, shared bool) {
 	}
 }
 
-// Grouped is implemented by the Work of a turn in a batch group (see
-// Group and Turn.SetGrouped).
+// Grouped is implemented by the Work of a grouped turn (Turn.SetGrouped).
 type Grouped interface {
 	Group() *Group
 }
 
-// SetGrouped marks a single-key exclusive turn, just initialised, as one of
-// a batch group: its Work implements Grouped. Ordinary turns pay nothing
-// for groups, not even a pointer: only marked turns ask their Work.
+// SetGrouped marks a just-initialised single-key exclusive turn as one of
+// a batch group (its Work implements Grouped); unmarked turns pay nothing.
 func (t *Turn) SetGrouped() { t.one.grouped = true }
 
 // group returns t's batch group, or nil.
@@ -178,9 +170,8 @@ func (t *Turn) group() *Group {
 // returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
 // Commit it once its last entry is enqueued, before that mailbox is
 // unlocked (a task still Staged when every mailbox has granted it never
-// runs), or Withdraw it. A task that was ever queued is not to be
-// initialised again: whoever saw it queued (Each, EachManyAhead) may still
-// refer to it.
+// runs), or Withdraw it. Never reinitialise a task that was ever queued:
+// whoever saw it (Each, EachManyAhead) may still refer to it.
 func (t *Turn) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
@@ -204,9 +195,8 @@ func (t *Turn) Stamp() int64 { return t.stamp.Load() }
 // Entry returns the entry of a single-key task.
 func (t *Turn) Entry() *Entry { return &t.one }
 
-// Batched reports whether a single-key task that ran was run in a drive
-// loop's batch, whose end the runner reports to RunnerOptions.Ran. Read it in
-// Settle.
+// Batched reports whether a single-key task that ran was in a drive loop's
+// batch, whose end goes to RunnerOptions.Ran. Read it in Settle.
 func (t *Turn) Batched() bool { return t.many == nil && t.one.at == inBatch }
 
 // State reports the task's state.
@@ -215,10 +205,10 @@ func (t *Turn) State() State { return t.state.Load() }
 // Shared reports whether the task takes shared holds.
 func (t *Turn) Shared() bool { return t.one.shared }
 
-// Commit makes a Staged multi-key task Queued: it is accepted, and may be
-// canceled from now on. Call it right after its last entry is enqueued,
-// with that mailbox still locked: every entry's mailbox is set by then
-// (Cancel reads them), and the task cannot be granted there yet.
+// Commit makes a Staged multi-key task Queued: accepted, and cancelable.
+// Call it right after enqueuing its last entry, with that mailbox still
+// locked: every entry's mailbox is set (Cancel reads them), and the task
+// cannot be granted there yet.
 func (t *Turn) Commit() { t.state.Store(Queued) }
 
 // Withdraw takes a Staged task back out of the mailboxes it was enqueued in
@@ -230,12 +220,11 @@ func (t *Turn) Withdraw() {
 	}
 }
 
-// Cancel withdraws a task that has not started: it leaves every queue it is
-// in and gives back every hold it has, and the caller then owns its
-// settlement. Cancel reports false if the task already started or ended,
-// or is Staged (not accepted yet: see Withdraw).
-// A withdrawn task may stay linked in a running batch until the drive loop
-// skips it, and OldestStamp follows its link: its owner must never reuse it.
+// Cancel withdraws a task that has not started: it leaves every queue and
+// gives back every hold, and the caller then owns its settlement. It
+// reports false if the task started or ended, or is Staged (see Withdraw).
+// A withdrawn task may stay linked in a running batch until the loop skips
+// it, and OldestStamp follows its link: its owner must never reuse it.
 func (t *Turn) Cancel() bool {
 	for {
 		s := t.state.Load()
@@ -269,10 +258,9 @@ func (t *Turn) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 // Finish marks a task that ran Done; call after Release, before Settle.
 func (t *Turn) Finish() { t.state.Store(Done) }
 
-// Leave ends a turn of a group run that its Run leaves out (its ctx ended
-// before the run started): its place is freed and it settles now, not once
-// the run's call returns. Called only from inside Group.Run, on the drive
-// loop's goroutine; the loop then skips it.
+// Leave ends a turn its group's Run leaves out (its ctx ended before the
+// run started): its place is freed and it settles now, not when Run
+// returns. Call it only from inside Group.Run; the loop then skips it.
 func (t *Turn) Leave() {
 	if t.state.CompareAndSwap(Running, Done) {
 		t.one.m.ranBatched()
@@ -301,10 +289,9 @@ func (e *Entry) release() {
 	m.giveBack()
 }
 
-// EachManyAhead calls f, with the mailbox of single-key task t locked, for
-// each multi-key task holding that mailbox or queued ahead of t, if t is
-// queued there; otherwise (it was never queued, or it has been taken into a
-// batch, runs or ended) it calls nothing. See Mailbox.EachManyAhead.
+// EachManyAhead calls f, with t's mailbox locked, for each multi-key task
+// holding it or queued ahead of single-key task t, if t is queued there
+// (not taken into a batch, running or ended). See Mailbox.EachManyAhead.
 func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	e := &t.one
 	m := e.m // set when t was queued, before its submitter could hand t on
@@ -333,12 +320,11 @@ func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 	}
 }
 
-// ParkedBehind reports whether t, a single-key turn, waits for room in its
-// mailbox's waiting room (parked), and if so whether the mailbox is held
-// exclusively (by one task, or a drive loop's batch): then room comes only
-// once that holder ends, since every queued turn waits for it too. many is
-// that holder if it is a multi-key turn (which may hold the key while it
-// waits for its others).
+// ParkedBehind reports whether single-key turn t is parked for room, and
+// if so whether its mailbox is held exclusively (by a task or a drive
+// loop's batch): then room comes only once that holder ends, since every
+// queued turn waits for it too. many is that holder if it is a multi-key
+// turn (which may hold the key while it waits for its other keys).
 func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	e := &t.one
 	m := e.m
@@ -357,9 +343,8 @@ func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 }
 
 // JoinsShared reports whether t, a queued single-key shared turn, will be
-// granted without waiting for any task: nothing holds its mailbox
-// exclusively (nor a drive loop's batch) and every turn queued ahead of it is
-// shared too, so it joins the shared group, needing only a worker.
+// granted without waiting for a task: no task or batch holds its mailbox
+// exclusively and every turn ahead is shared, so it needs only a worker.
 func (t *Turn) JoinsShared() bool {
 	e := &t.one
 	m := e.m
