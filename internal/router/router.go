@@ -27,10 +27,9 @@ type shard[K comparable] struct {
 	idle *node[K] // a retired node left in t for a moment (see Retire); guarded by home's lock
 	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by home's lock
 	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
-	// home's lock. They also keep the space in the shard's struct that keeps
-	// neighbouring shard locks off one cache line; the padding at the end
-	// makes a shard 256 bytes, so that each one's lock, and what its home
-	// keeps beside it, start a line (TestShardSize).
+	// home's lock. With the padding at the end they make a shard 256 bytes,
+	// so that each shard's lock, and what its home keeps beside it, starts a
+	// cache line (TestShardSize).
 	spares [maxSpares]*node[K]
 	nspare int
 	live   int // mailboxes that are not idle; guarded by home's lock (see Live)
@@ -38,28 +37,24 @@ type shard[K comparable] struct {
 }
 
 // maxSpares is how many retired nodes a shard keeps for reuse while it has
-// live mailboxes; once none is live it keeps one (see quiet). Keys that
-// come and go (more keys than workers, each drained as fast as it is fed)
-// then reuse nodes, and the plain-task rings in them, instead of making new
-// ones: the garbage of a retirement is what the shard cannot absorb.
+// live mailboxes (one once none is: see quiet), so that keys that come and
+// go reuse nodes and their plain-task rings instead of making garbage.
 const maxSpares = 8
 
-// node is a dynamic mailbox with the key it is filed under. Its mailbox's
-// Mark says whether it is filed: in its shard's table under key (guarded
-// by the shard's lock). The mailbox names only its home, the shard, which
-// finds the node from the mailbox (nodeOf): a node is a key and a
-// mailbox, nothing else (80 bytes with a string key).
+// node is a dynamic mailbox with the key it is filed under; its mailbox's
+// Mark says whether it is filed in its shard's table (guarded by the
+// shard's lock). The shard finds a node from its mailbox (nodeOf), so a
+// node is only a key and a mailbox (80 bytes with a string key).
 type node[K comparable] struct {
 	key K
 	mb  mailbox.Mailbox
 }
 
-// nodeOf returns the node that holds m, a mailbox of a router without
-// stripes. Every such mailbox is the mb field of a node[K] (Acquire makes
-// them; nothing else Inits a mailbox in a shard's home), so stepping back
-// by mb's offset stays inside the node's own allocation: the arithmetic
-// that unsafe.Pointer's rules allow, which the race detector's checkptr
-// checks (TestNodeOf).
+// nodeOf returns the node holding m, a mailbox of a router without
+// stripes. Every such mailbox is a node[K]'s mb (only Acquire Inits
+// mailboxes in a shard's home), so stepping back by mb's offset stays in
+// the node's allocation, as unsafe.Pointer's rules allow and the race
+// detector's checkptr checks (TestNodeOf).
 func nodeOf[K comparable](m *mailbox.Mailbox) *node[K] {
 	return (*node[K])(unsafe.Add(unsafe.Pointer(m), -unsafe.Offsetof(node[K]{}.mb)))
 }
@@ -73,9 +68,8 @@ type stripe[K comparable] struct {
 	r    *Router[K]
 }
 
-// New returns a router whose mailboxes run on r. With stripes > 0 it is a
-// fixed table of that many mailboxes; otherwise mailboxes come and go with
-// their keys.
+// New returns a router whose mailboxes run on r: with stripes > 0 a fixed
+// table of that many, else mailboxes that come and go with their keys.
 func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	rt := &Router[K]{seed: maphash.MakeSeed(), runner: r}
 	if stripes > 0 {
@@ -124,9 +118,8 @@ func (rt *Router[K]) Same(a, b K) bool {
 	return rt.stripes != nil && rt.Index(a) == rt.Index(b)
 }
 
-// Acquire returns key's mailbox with its lock held, creating the mailbox if
-// the key has none. The caller must end with m.Unlock, which retires the
-// mailbox if it is still idle.
+// Acquire returns key's mailbox with its lock held, creating it if need
+// be. The caller must end with m.Release, which retires it if idle.
 func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	if rt.stripes != nil {
 		s := &rt.stripes[rt.Index(key)]
@@ -143,9 +136,8 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	s.home.Lock()
 	f := s.fast
 	if f != nil && f.key == key {
-		// The key that had the shard's fast hold last, back again (the
-		// uncontended Do's loop): a fast node is live and filed under its
-		// key, so the table need not be asked.
+		// The shard's last fast-hold key again (the uncontended Do's loop):
+		// a fast node is live and filed under its key; skip the table.
 		f.mb.Claim()
 		return &f.mb
 	}
@@ -175,17 +167,14 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	return &n.mb
 }
 
-// KeyOf returns the key m serves, for whoever holds m or runs its tasks
-// (a plain task made into a ctx as it runs: see mailbox.Plain), without
-// the lock: a node's key is written locked, when the node is filed under
-// it, and a node is filed again under another key only after it retired,
-// which a mailbox with a task pending never does. m must be a mailbox of a
-// router without stripes (a stripe serves many keys).
+// KeyOf returns the key m serves, unlocked, for whoever holds m or runs
+// its tasks (see mailbox.Plain): a node's key is written locked as it is
+// filed, and changes only after it retires, which a mailbox with a task
+// pending never does. m must not be a stripe's (it serves many keys).
 func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return nodeOf[K](m).key }
 
-// Find returns key's mailbox with its lock held, or nil, with nothing
-// held, if the key has none; unlike Acquire it never makes one. The caller
-// ends with m.Release.
+// Find is Acquire that never makes a mailbox: it returns nil, with nothing
+// held, if the key has none. The caller ends with m.Release.
 func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 	if rt.stripes != nil {
 		st := &rt.stripes[rt.Index(key)] // a stripe always exists
@@ -215,18 +204,16 @@ func (s *shard[K]) Linger(m *mailbox.Mailbox) bool {
 }
 
 // settleFast settles and retires the shard's fast-hold node if its hold
-// was given back (locked), so that what follows counts and walks only
-// mailboxes that are live.
+// was given back (locked), so that what follows sees only live mailboxes.
 func (s *shard[K]) settleFast() {
 	if f := s.fast; f != nil && f.mb.Released() {
 		s.retireFast()
 	}
 }
 
-// retireFast settles the released fast hold of s.fast and retires its
-// node if that left it idle (locked): it becomes the shard's idle entry,
-// evicting the one before it. (A drive loop scheduled before the hold
-// began may still be due; the node then retires as that loop lets go.)
+// retireFast settles s.fast's released hold and, if that left it idle,
+// retires it as the shard's idle entry (locked). A drive loop scheduled
+// before the hold began may still be due; the node then retires as it ends.
 func (s *shard[K]) retireFast() {
 	f := s.fast
 	f.mb.Claim()
@@ -235,11 +222,10 @@ func (s *shard[K]) retireFast() {
 	}
 }
 
-// Retire retires an idle mailbox (called locked, by the mailbox). The
-// mailbox stops counting as live at once, but its table entry stays until
-// the next retirement in the same shard: a key used again and again by one
-// caller (the uncontended Do) then costs no map delete and insert per call,
-// while at most one idle entry per shard is ever kept.
+// Retire retires an idle mailbox (locked, from the mailbox). It stops
+// counting as live at once, but its table entry stays until the shard's
+// next retirement: a key reused by one caller (the uncontended Do) costs
+// no delete and insert per call, and a shard keeps at most one idle entry.
 func (s *shard[K]) Retire(m *mailbox.Mailbox) {
 	n := nodeOf[K](m)
 	if !n.mb.Mark || s.idle == n {
@@ -281,10 +267,9 @@ func (s *shard[K]) evict(n *node[K]) {
 
 // quiet drops all spares but one, and that one's ring past quietRing
 // slots, once no mailbox of the shard is live (locked): memory follows the
-// keys that are busy now. A spare was Reset as it was kept (evict), so
-// only its ring is left to trim: a key used again and again by one caller
-// without a fast hold retires on every call, and pays no more than that
-// check.
+// busy keys. evict Reset the spares, so only the ring is left to trim: a
+// key reused by one caller without a fast hold retires on every call and
+// pays only that check.
 func (s *shard[K]) quiet() {
 	for s.nspare > 1 {
 		s.nspare--
@@ -307,12 +292,10 @@ func (s *stripe[K]) Retire(*mailbox.Mailbox) {
 	}
 }
 
-// Live is the number of keys (stripes) with a live mailbox. In dynamic mode
-// each shard counts its own under its lock, which every submission takes
-// anyway, so keeping the count costs no atomic operation; Live pays instead,
-// taking every shard lock in turn (BenchmarkLive): the sum is exact for each
-// shard at the moment it is read.
-// Do not call it with a mailbox locked.
+// Live is the number of keys (stripes) with a live mailbox, exact per
+// shard as read: each shard counts under the lock every submission takes
+// anyway, at no atomic cost, and Live takes every shard lock in turn
+// (BenchmarkLive). Do not call it with a mailbox locked.
 func (rt *Router[K]) Live() int {
 	n := int(rt.live.Load())
 	for i := range rt.shards {
@@ -325,12 +308,11 @@ func (rt *Router[K]) Live() int {
 	return n
 }
 
-// Barrier takes and gives back the lock of every shard (and stripe), one
-// after another: whatever held one when it was called has let go of it
-// by the time Barrier returns, and whoever takes one afterwards sees what
-// the caller wrote before the call. (The executor's Close writes closed,
-// then waits here: a plain task is accepted under its shard's lock after
-// reading closed there.)
+// Barrier takes and releases every shard (and stripe) lock in turn:
+// whoever held one when it was called has let go by its return, and
+// whoever takes one afterwards sees what the caller wrote before. (Close
+// writes closed, then waits here: a plain task is accepted under its
+// shard's lock after reading closed there.)
 func (rt *Router[K]) Barrier() {
 	for i := range rt.stripes {
 		rt.stripes[i].home.Lock()
@@ -345,8 +327,8 @@ func (rt *Router[K]) Barrier() {
 }
 
 // Each calls f with every live mailbox and a key that maps to it (for a
-// stripe, the key that last used it), one shard or stripe lock held at a time.
-// f runs locked and must not call back into the router.
+// stripe, the key that last used it), one shard or stripe lock held at a
+// time. f runs locked and must not call back into the router.
 func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 	for i := range rt.stripes {
 		s := &rt.stripes[i]

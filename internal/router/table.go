@@ -2,37 +2,25 @@ package router
 
 import "hash/maphash"
 
-// table is a shard's index of its filed nodes by key: an open-addressing
-// hash table with linear probing, keyed by the hash the router already
-// computed to pick the shard.
+// table is a shard's index of its filed nodes, guarded by the shard's
+// lock: open addressing with linear probing on the hash the router
+// computed to pick the shard. Unlike a map[K]*node[K] it takes 9 bytes a
+// slot (a tag byte and a node pointer, where a Go map's slot also holds
+// the key: 25 bytes with a string key), hashes no key twice, compares keys
+// only where the tag matches, and shrinks (BenchmarkBytesPerWaitingKey).
 //
-// It is not a map[K]*node[K], for two reasons, both measured on the
-// waiting key (BenchmarkBytesPerWaitingKey) and the submit path:
+// A removed entry leaves a tombstone, so probes through it still reach
+// what lies behind. Tombstones go when the table is rebuilt: when entries
+// and tombstones fill 7/8 of it, and when entries fall to 1/8 of a table
+// larger than minTable.
 //
-//   - Size. A slot is a one-byte tag and a node pointer, 9 bytes, where a
-//     Go map's is a control byte, the key and the pointer (25 bytes for a
-//     string key); the key is in the node already.
-//   - Time. A Go map hashes the key a second time; the table reuses the
-//     router's hash, and compares keys only where the tag matches. And a
-//     Go map never gives memory back, where the table shrinks.
-//
-// A removed entry leaves a tombstone (so that the probe sequences through
-// it still reach what lies behind); tombstones are dropped whenever the
-// table is rebuilt, which happens when live entries and tombstones fill
-// 7/8 of it, and when the live entries fall to 1/8 of a table larger than
-// minTable (memory follows the keys that are busy now).
-//
-// A rebuild is incremental (a Go map, too, grows in bounded pieces): it
-// makes the new slots and keeps the old ones beside them (old), and every
-// insert and remove then moves the entries of the next moveStep old
-// slots, until none is left. A lookup that misses the new slots asks the
-// old ones. So no call pays for the whole table under the shard lock:
-// moving all of a shard of 100,000 keys at once takes 5–20 ms on this
-// project's 2-core VMs (BenchmarkTableRebuild), which was every one of its
-// keys' pause. The new slots are sized so that the move ends before they
-// could fill (see rebuild); if it has not, insert finishes it first.
-//
-// A table is guarded by its shard's lock.
+// A rebuild is incremental, as a Go map's growth: the old slots stay
+// beside the new (old), and each insert and remove moves the entries of
+// the next moveStep old slots; a lookup that misses the new slots asks the
+// old. So no call pays for the whole table under the shard lock (moving a
+// 100,000-key shard at once takes 5–20 ms on a 2-core VM, a pause for all
+// its keys: BenchmarkTableRebuild). The new slots are sized so the move
+// ends before they fill (see rebuild); if not, insert finishes it first.
 type table[K comparable] struct {
 	seed  maphash.Seed // the router's: a key's hash is maphash.Comparable(seed, key)
 	tags  []uint8      // per slot: empty, tomb, or the entry's tag (see tagOf)
@@ -42,10 +30,9 @@ type table[K comparable] struct {
 	old   *oldTable[K] // the slots a rebuild is moving entries out of, or nil
 }
 
-// oldTable is the slots of a table before its rebuild, whose entries are
-// being moved into the new ones: those of tags[next:] are still here.
-// Nothing is added to it; a remove of one of its entries leaves a
-// tombstone.
+// oldTable is a table's slots before its rebuild, whose entries of
+// tags[next:] are still to move. Nothing is added to it; removing one of
+// its entries leaves a tombstone.
 type oldTable[K comparable] struct {
 	tags  []uint8
 	nodes []*node[K]
@@ -60,17 +47,14 @@ const (
 	empty uint8 = 0
 	tomb  uint8 = 1
 
-	// minTable is the smallest table, and the size below which a table is
-	// never shrunk.
+	// minTable is the smallest table size; a table that small is never shrunk.
 	minTable = 8
 )
 
 // tagOf is the tag stored for hash h: its top byte, moved off the two
 // values that mark free slots. The slot index comes from other bits (see
-// home), and the shard from the lowest ones.
-//
-// A key's hash is computed once per lookup, by the router, which picks the
-// shard with it; the table needs it again only to remove or rebuild.
+// home) and the shard from the lowest. The router computes h once per
+// lookup; the table needs it again only to remove or rebuild.
 func tagOf(h uint64) uint8 {
 	t := uint8(h >> 56)
 	if t <= tomb {
@@ -79,10 +63,9 @@ func tagOf(h uint64) uint8 {
 	return t
 }
 
-// home is the slot where the probe for hash h starts, in a table of
-// len(t.tags) slots. The lowest bits pick the router shard (16 per P, so
-// fewer than homeShift bits for up to a million Ps), so every hash of one
-// shard has the same low bits: they are skipped.
+// home is the slot where h's probe starts in t. The lowest bits pick the
+// router shard (16 per P: fewer than homeShift bits for up to a million
+// Ps), so they are the same for every hash of a shard and are skipped.
 func (t *table[K]) home(h uint64) int { return homeIn(h, len(t.tags)) }
 
 // homeIn is home in a table of size slots.
@@ -204,15 +187,13 @@ func (t *table[K]) take(h uint64, n *node[K]) {
 	}
 }
 
-// rebuild starts moving every entry into fresh slots, size of them (a
-// power of two, at least twice the live entries), dropping the
-// tombstones: the current slots become old, whose entries the next
-// inserts and removes move (see table), moveStep slots each. A grown
-// table's new slots are filled to at most half when the rebuild starts,
-// and its old ones, at most 7/8 full of half as many slots, are all moved
-// after fewer inserts than would fill the new ones to 7/8; so are a shrunk
-// table's, whose new slots take four times the entries it has. A rebuild
-// under way is finished first.
+// rebuild starts moving every entry into size fresh slots (a power of two,
+// at least twice the entries), dropping tombstones: the current slots
+// become old, moved moveStep at a time by the next inserts and removes
+// (see table). A grown table's new slots start at most half full, and its
+// old ones (at most 7/8 full, half as many) are all moved before inserts
+// could fill the new to 7/8; a shrunk table's new slots take four times
+// its entries. A rebuild under way is finished first.
 func (t *table[K]) rebuild(size int) {
 	t.finish()
 	t.old = &oldTable[K]{tags: t.tags, nodes: t.nodes, live: t.live}
@@ -228,8 +209,7 @@ func (t *table[K]) move() {
 	}
 }
 
-// finish moves every entry left in the old slots, if a rebuild is under
-// way.
+// finish moves every entry left in the old slots, if a rebuild is under way.
 func (t *table[K]) finish() {
 	if o := t.old; o != nil {
 		t.moveTo(len(o.tags))
