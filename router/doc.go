@@ -14,42 +14,33 @@
 // very mailbox (the pattern of x/sync's singleflight). A retired mailbox
 // stops counting as live at once; its entry goes at the shard's next
 // retirement, so a key used over and over by one caller is not deleted and
-// inserted again each time. Each shard keeps at most one idle entry and a
-// few spare mailboxes, and its table (an open-addressing table of its own,
-// probed with the hash that picked the shard, one tag byte and one pointer
-// per slot) shrinks once a burst has drained: memory follows the keys that
-// are busy now, never the keys ever seen. A table grows and shrinks, as a
-// Go map grows, in bounded steps: each insert and remove moves a few
-// entries to the new slots, so no call pays for the whole shard.
+// inserted again each time.
 //
-// One mailbox per shard may hold a fast hold: an uncontended Do that gives
-// its hold back in one atomic step, without the shard lock, when nobody came
-// for the key meanwhile. That mailbox is left idle but neither settled nor
-// retired; whoever takes the shard lock next settles it (Acquire of the
-// same key takes it up again as it is, with no retirement undone and
-// without a table lookup: it compares the key with the fast mailbox's
-// first; any other look at the shard retires it first), and whoever comes
-// for the key while the hold is taken revokes it, so the holder gives it
-// back under the lock as any hold. ActiveKeys stays exact: Live settles
-// each shard's one candidate before it counts.
+// Each shard keeps at most one idle entry and a few spare mailboxes, and
+// its table (open addressing, probed with the hash that picked the shard,
+// one tag byte and one pointer per slot) shrinks once a burst has drained:
+// memory follows the keys that are busy now, never the keys ever seen. As
+// a Go map does, a table grows and shrinks in bounded steps, each insert
+// and remove moving a few entries, so no call pays for the whole shard.
 //
-// Each shard (and each stripe) is a mailbox.Home: the lock, the runner and
-// the owner its mailboxes share, and one value for the executor, guarded
-// by the lock (Mailbox.Local): a shard's is the block of task contexts
-// that its uncontended Do calls are carved from, and its plain tasks'
-// counts; a stripe's stays unused, since on stripes no Do runs at once.
-// Beside the lock the home also keeps a count for the executor, which it
-// adds to under the lock (Mailbox.Count: the shard's plain tasks
-// submitted); a shard is 256 bytes, so that its lock and that count start
-// a cache line of their own. Close takes each lock once (Barrier) after it
-// has closed the executor. A node is only a key and a mailbox
-// (80 bytes with a string key): the shard finds the node of a mailbox it
-// is told to retire by stepping back from the mailbox to the node holding
-// it.
+// One mailbox per shard may hold a fast hold: an uncontended Do gives its
+// hold back in one atomic step, without the lock, if nobody came for the
+// key meanwhile, leaving the mailbox idle but neither settled nor retired.
+// The next taker of the shard lock settles it: an Acquire of the same key
+// takes it up as it is, without a table lookup; any other look at the
+// shard retires it first. Whoever comes for the key while the hold is
+// taken revokes it, so the holder gives it back under the lock. ActiveKeys
+// stays exact: Live settles each shard's one candidate before it counts.
+//
+// Each shard (and stripe) is a mailbox.Home: the lock, runner and owner
+// its mailboxes share, with a value and a count for the executor beside
+// the lock. Close takes each lock once (Barrier) after it has closed the
+// executor. A node is only a key and a mailbox: the shard finds a
+// mailbox's node by stepping back from the mailbox.
 //
 // In striped mode (executor.WithStripes) the table is a fixed array of
-// mailboxes allocated once; keys hash onto them and nothing is ever created
-// or retired.
+// mailboxes allocated once; keys hash onto them and nothing is ever
+// created or retired.
 //
 // # What it must never do
 //
