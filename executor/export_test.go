@@ -45,3 +45,16 @@ func GlobalWatch[K comparable](e *Executor[K]) (ctxs int, ok bool) {
 	}
 	return len(e.global.watched), true
 }
+
+// Waiting is how many of key's tasks wait, not started, as plain slots and
+// as turns.
+func Waiting[K comparable](e *Executor[K], key K) (plain, turns int) {
+	m := e.router.Find(key)
+	if m == nil {
+		return 0, 0
+	}
+	defer m.Release()
+	m.EachWaiting(func(*mailbox.Turn) { turns++ })
+	m.TakePlain(func(any) bool { plain++; return false })
+	return plain, turns
+}

@@ -256,21 +256,18 @@ const (
 )
 
 type fuzzTask struct {
-	id     int
-	kind   string
-	keys   []int
-	qs     []int // the model's queues the task is in (one per mailbox)
-	shared bool
-	park   int // where it waits for room, if it does: parkGlobal, parkKey
-	// keyParked: it waited in its key's waiting room (it is queued as a
-	// turn then, never as a plain slot: see plain).
-	keyParked bool
-	accepted  bool          // counted in Submitted and queued
-	at        time.Duration // when it was accepted, on the bubble's clock since t0
-	behavior  int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
-	gate      chan struct{}
-	cancel    context.CancelFunc
-	endless   bool // its ctx never ends (a Go or Submit: nothing can withdraw it)
+	id       int
+	kind     string
+	keys     []int
+	qs       []int // the model's queues the task is in (one per mailbox)
+	shared   bool
+	park     int           // where it waits for room, if it does: parkGlobal, parkKey
+	accepted bool          // counted in Submitted and queued
+	at       time.Duration // when it was accepted, on the bubble's clock since t0
+	behavior int           // 0 ok, 1 error, 2 panic, 3 runtime.Goexit (exiting mode)
+	gate     chan struct{}
+	cancel   context.CancelFunc
+	endless  bool // its ctx never ends (a Go or Submit: nothing can withdraw it)
 
 	started  bool // the driver saw it start
 	released bool // the driver opened its gate
@@ -1542,7 +1539,7 @@ func (r *fuzzRun) arriveKey(ft *fuzzTask) string {
 	if r.block && r.keyCap > 0 {
 		q := ft.qs[0] // blocking calls at a key cap are single-key (see submit)
 		if r.keyFull(q) && (!r.sweep(ft.qs) || r.keyFull(q)) {
-			ft.park, ft.keyParked = parkKey, true
+			ft.park = parkKey
 			r.parkedK[q] = append(r.parkedK[q], ft)
 			return " (waits for key room)"
 		}
@@ -1993,12 +1990,11 @@ func allRan(ts []*fuzzTask) bool {
 }
 
 // plain reports whether ft is queued as a plain task (a slot in its
-// mailbox's ring, not a turn): a Go or a Submit, striped or not, that did
-// not wait in its key's waiting room (a parked task needs a turn). The two
-// share one FIFO order; only the batches a drive loop takes tell them
-// apart.
+// mailbox's ring, not a turn): a Go or a Submit, striped or not, let in
+// from a waiting room or not. The two share one FIFO order; only the
+// batches a drive loop takes tell them apart.
 func (r *fuzzRun) plain(ft *fuzzTask) bool {
-	return (ft.kind == "Go" || ft.kind == "Submit") && !ft.keyParked
+	return ft.kind == "Go" || ft.kind == "Submit"
 }
 
 // unitTasks is how many tasks units hold.

@@ -61,9 +61,8 @@ type core[K comparable] struct {
 
 	// Facts about a job's call, set before it is queued (a plain core's
 	// are all false). They sit here, in what would be padding.
-	async  bool // Submit or Go: Settle ends the task, nobody waits on done
-	unread bool // no caller reads the result (Go): a failure goes to the error handler
-	own    bool // part of a larger object (a Batcher's message): never pooled
+	async bool // a Batcher message, or a Go or Submit waiting for room: Settle ends the task, nobody waits on done
+	own   bool // part of a larger object (a Batcher's message): never pooled
 }
 
 const lentBit uint32 = 1
@@ -188,10 +187,11 @@ func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 	return pe
 }
 
-// ran accounts for a task whose fn ended with err.
+// ran accounts for a task whose fn ended with err. A job's result always
+// has a reader (a Do, a Task), so a failure is never the error handler's.
 func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	j.err = err
-	j.e.finished(j.ctx, &j.e.counts, j.multi, j.unread, err, outcome, start)
+	j.e.finished(j.ctx, &j.e.counts, j.multi, false, err, outcome, start)
 }
 
 // finished accounts for a task (with context c, and keys multi if it has

@@ -264,10 +264,10 @@ func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
 }
 
 // abandon ends an accepted task that will never run (already taken out of
-// Queued by the caller).
+// Queued by the caller); its result has a reader (see job.ran).
 func (e *Executor[K]) abandon(j *job[K], err error) {
 	j.err = err
-	e.abandoned(j.ctx, j.multi, j.unread, err)
+	e.abandoned(j.ctx, j.multi, false, err)
 }
 
 // abandoned accounts for an accepted task (with context c, and keys multi

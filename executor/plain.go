@@ -35,9 +35,9 @@ import (
 // its key (withdrawPlain); the sweep takes it out of the ring with
 // mailbox.TakePlain, even from a running batch, and ends it (endTaken).
 //
-// Admission is enter's. A key at its cap under a waiting policy parks the
-// task as a job of its own (waitPlain), like any other, since a parked task
-// needs a Turn.
+// Admission is admitPlain's. A key at its cap under a waiting policy parks
+// the task with a Turn of its own (waitPlain), since a parked task needs
+// one; when it gets room it enters the queue as a plain slot all the same.
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
@@ -46,10 +46,9 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	case err != nil:
 		return err
 	case wait:
-		j := &job[K]{core: core[K]{e: e, unread: true}}
 		c := newTaskCtx[K](ctx)
 		c.key = key
-		return e.waitPlain(m, fn, j, c, j)
+		return e.waitPlain(m, fn, c, c)
 	}
 	// With context.Background() the ctx is made as the task runs (goCtx),
 	// with the mailbox's key: only for a key type whose equal keys are
@@ -325,14 +324,10 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 	case err != nil:
 		return nil, err
 	case wait:
-		sub := &submission[K]{job: job[K]{core: core[K]{e: e}}}
-		sub.task.ops = &e.subOps
-		sub.ctx.key = key
-		sub.ctx.setCaller(ctx, &sub.caller)
-		if err := e.waitPlain(m, fn, &sub.job, &sub.ctx, sub); err != nil {
+		if err := e.waitPlain(m, fn, &s.ctx, s); err != nil {
 			return nil, err
 		}
-		return &sub.task, nil
+		return &s.task, nil
 	}
 	e.queuePlain(m, fn, s)
 	return &s.task, nil
@@ -386,31 +381,68 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 // its core with its first batch (NewAux), so that a key with a task
 // waiting does not pay for one.
 func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any) {
+	e.launch(m, m.EnqueuePlain(fn, arg, e.countPlain(m)))
+}
+
+// countPlain counts a plain task entering m's queue (locked) in its
+// shard's counts, and returns its stamp.
+func (e *Executor[K]) countPlain(m *mailbox.Mailbox) (stamp int64) {
 	if m.Count().Add(1) == 1 {
 		e.shardLocal(m) // the shard's first: Stats and the drain count it from now on
 	}
-	var at int64
 	if e.ages {
-		at = monotime() // under m's lock, as stamp does for a job
+		return monotime() // under m's lock, as stamp does for a job
 	}
-	e.launch(m, m.EnqueuePlain(fn, arg, at))
+	return 0
 }
 
-// waitPlain parks a plain task that admit sent to the waiting room of m
-// (locked) as the asynchronous job j of fn, with context c (nobody's yet,
-// its caller's ctx set) and Work w, and waits for room as any Go or Submit
-// does.
-func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) error,
-	j *job[K], c *taskCtx[K], w mailbox.Work) error {
+// waitPlain parks a plain task of fn, with context c and arg for
+// plainRunner, that admitPlain sent to the waiting room of m (locked), and
+// waits for room as any submission does (waitRoom). A parked task needs a
+// Turn: a parkedPlain is that Turn, and nothing more once it has room,
+// where it enters the queue as a plain slot.
+func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) error, c *taskCtx[K], arg any) error {
+	p := &parkedPlain[K]{job: job[K]{core: core[K]{e: e, async: true}, fn: fn, ctx: c}, m: m, arg: arg}
+	p.turn.Init(p, false)
 	ctx := c.caller()
-	j.async = true
-	e.bind(j, fn, c)
-	j.turn.Init(w, false)
-	p, err := e.waitRoom(ctx, j, m, nil)
-	if err == nil && p == queuedLent {
+	placed, err := e.waitRoom(ctx, &p.job, m, nil)
+	if err == nil && placed == queuedLent {
 		e.innermost(ctx).unlend(e.runner, true) // queued: the task may go on
 	}
 	return err
+}
+
+// parkedPlain is a Go or Submit waiting in its key's waiting room. Its job
+// is only for the room: c is the plain task's, and is not bound to it (it
+// gets its core as it runs, as any plain task's; see taskCtx.st).
+type parkedPlain[K comparable] struct {
+	job[K]
+	m     *mailbox.Mailbox
+	arg   any
+	stamp int64 // set by Promote
+}
+
+// Promote lets the task in (mailbox.Work), locked, unless the executor is
+// closed: it is counted as a plain task queued by queuePlain is. Without a
+// global cap, its reservation moves from pending to its shard's counts,
+// which hold a queued plain task's (see admitPlain): counted there first,
+// so that Close's drain never sees it in neither.
+func (p *parkedPlain[K]) Promote() bool {
+	e := p.e
+	if e.closed.Load() {
+		return false
+	}
+	p.stamp = e.countPlain(p.m)
+	if e.batchRelease {
+		e.pending.Add(-1)
+	}
+	p.done <- struct{}{}
+	return true
+}
+
+// Slot is the plain slot the task enters its queue as (mailbox.PlainWork).
+func (p *parkedPlain[K]) Slot() (func(context.Context) error, any, int64) {
+	return p.fn, p.arg, p.stamp
 }
 
 // plainCore returns the core that the plain tasks of m share, made on the

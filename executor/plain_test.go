@@ -613,3 +613,63 @@ func TestGoReportsItsOwnKey(t *testing.T) {
 		})
 	}
 }
+
+// TestParkedEntersAsPlainSlot: a Go or Submit that waited in its key's
+// waiting room enters the queue as a plain slot, as one that never waited
+// does: its turn serves only while it waits.
+func TestParkedEntersAsPlainSlot(t *testing.T) {
+	for _, api := range []string{"Go", "Submit"} {
+		t.Run(api, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				e, err := executor.New[string](executor.WithWorkers(2), executor.WithMaxQueuePerKey(3),
+					executor.WithPolicy(backpressure.Block()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer e.Close(context.Background())
+				bg := context.Background()
+				gate := make(chan struct{})
+				if err := e.Go(bg, "k", func(context.Context) error { <-gate; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				synctest.Wait() // it runs, and holds one of k's three places
+				doomed, cancel := context.WithCancel(bg)
+				defer cancel()
+				if err := e.Go(bg, "k", nop); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.Go(doomed, "k", nop); err != nil {
+					t.Fatal(err)
+				}
+				parked := make(chan error, 1)
+				go func() {
+					if api == "Go" {
+						parked <- e.Go(bg, "k", nop)
+						return
+					}
+					_, err := e.Submit(bg, "k", nop)
+					parked <- err
+				}()
+				synctest.Wait()
+				select {
+				case err := <-parked:
+					t.Fatalf("the %s did not wait for room: %v", api, err)
+				default:
+				}
+				cancel() // the doomed Go's place goes to the parked call, while k's first task runs
+				synctest.Wait()
+				if err := <-parked; err != nil {
+					t.Fatalf("the parked %s: %v", api, err)
+				}
+				if plain, turns := executor.Waiting(e, "k"); plain != 2 || turns != 0 {
+					t.Errorf("%d plain slots and %d turns wait; want 2 and 0: the %s let in is a plain slot", plain, turns, api)
+				}
+				close(gate)
+				synctest.Wait()
+				if s := e.Stats(); s.Submitted != 4 || s.Completed != 3 || s.Canceled != 1 {
+					t.Errorf("Stats %+v; want 4 submitted, 3 completed, 1 canceled", s)
+				}
+			})
+		})
+	}
+}

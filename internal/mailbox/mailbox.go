@@ -291,6 +291,11 @@ func (m *Mailbox) promote() {
 			return // refused: the submitter takes it out (Unpark)
 		}
 		m.unpark(e)
+		if p, ok := e.t.work.(PlainWork); ok {
+			fn, arg, stamp := p.Slot()
+			m.queuePlain(fn, arg, stamp) // the Turn was only for the room
+			continue
+		}
 		m.link(e)
 	}
 }

@@ -257,10 +257,15 @@ func (q *plainRing) trim(st *[]int64) {
 // unlocking. fn must not be nil (nil marks a slot taken out). The owner
 // takes it out with TakePlain and must never need it as a Turn (see Plain).
 func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
+	m.queuePlain(fn, arg, stamp)
+	return m.wake()
+}
+
+// queuePlain queues a plain slot (locked).
+func (m *Mailbox) queuePlain(fn func(context.Context) error, arg any, stamp int64) {
 	m.measure()
 	m.plain.push(fn, arg, stamp, m.stamps())
 	m.pending.Add(1)
-	return m.wake()
 }
 
 // HoldPlain grants the caller an exclusive hold of m at once (locked), with

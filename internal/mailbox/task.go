@@ -1,6 +1,9 @@
 package mailbox
 
-import "sync/atomic"
+import (
+	"context"
+	"sync/atomic"
+)
 
 // Turn states. A task moves Queued -> Granted -> Running -> Done, or from
 // Queued or Granted to Canceled. The compare-and-swap out of Queued or
@@ -69,6 +72,15 @@ type Work interface {
 	// wakes must lock the mailbox before touching the task's entries, but
 	// may read an entry's mailbox (set by Park) to find that lock.
 	Promote() bool
+}
+
+// PlainWork is the Work of a parked submission that enters the queue as a
+// plain slot (see Plain) when it gets room: its Turn serves only while it
+// waits. Slot, called locked right after Promote said yes, gives the
+// slot's fn, arg and stamp, as EnqueuePlain takes them.
+type PlainWork interface {
+	Work
+	Slot() (fn func(context.Context) error, arg any, stamp int64)
 }
 
 // Turn is the unit a mailbox schedules. The zero Turn is not usable: call
