@@ -123,10 +123,9 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
 	if e.cfg.stripes > 0 {
 		// A run is one call, of one key's messages: in striped mode keys
-		// that share a stripe queue together, and a message of the next
-		// key waits, not started, where a Close that gives up finds it.
-		// Without stripes a mailbox queues one key, and the drive loop
-		// need not ask.
+		// sharing a stripe queue together, and a message of the next key waits,
+		// not started, where a giving-up Close finds it. Without stripes a
+		// mailbox queues one key.
 		b.group.Same = func(a, c *mailbox.Turn) bool {
 			return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
 		}
@@ -135,12 +134,10 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 }
 
 // batchSubmit is a message submitted with Batcher.Submit: an asynchronous
-// job and its message, in one object.
-//
-// g and msg come first, next to the job's Turn: a drive loop cutting a
-// batch asks each queued message for its group, and run reads its
-// message, and a queued message's first touch is a cache miss, so they
-// share a cache line with what the drive loop reads anyway.
+// job and its message, in one object. g and msg come first, next to the
+// job's Turn: a queued message's first touch is a cache miss, and a drive
+// loop cutting a batch reads each one's group, and run its message, so
+// they share a cache line with what the drive loop reads anyway.
 type batchSubmit[K comparable, M any] struct {
 	g   *mailbox.Group
 	msg M
@@ -180,10 +177,9 @@ func (b *Batcher[K, M]) alone(key K, msg M) func(context.Context) error {
 	}
 }
 
-// queuedOnly is the fn of a message submitted with Submit: such a message
-// never runs alone (Submit never runs inline, and a drive loop runs every
-// turn of a group through the group), so it is never called; if it were,
-// the message would fail rather than run a batch of one out of turn.
+// queuedOnly is the fn of a message submitted with Submit, never called: a
+// drive loop runs every turn of a group through the group. If it were, the
+// message would fail rather than run a batch of one out of turn.
 func queuedOnly(context.Context) error {
 	return errors.New("perkey: internal error: a queued Batcher message ran outside its batch")
 }
@@ -260,11 +256,10 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 // striped mode, keys sharing a stripe may follow each other).
 func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	e := b.e
-	// Every message is accounted for before a callback hears of it. If
-	// one calls runtime.Goexit (fn on an earlier key's messages, the
-	// Observer, the error handler), the ones not accounted for yet never
-	// start: they end with ErrGoexit as the goroutine exits, and the
-	// mailbox then hands the rest of its queue on (see Group).
+	// Every message is accounted for before a callback hears of it. If one
+	// calls runtime.Goexit (fn on an earlier key's messages, the Observer, the
+	// error handler), those not yet accounted for end with ErrGoexit as the
+	// goroutine exits, and the mailbox hands the rest of its queue on (Group).
 	done := false
 	defer func() {
 		if !done {
@@ -286,13 +281,11 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	// The batch starts now: a Close that gives up later sees it running.
 	closed := e.force.Err() != nil
 	for _, t := range ts {
-		// Most messages are met here for the first time since they were
-		// queued, so each read is a likely cache miss, and a read that
-		// waits for another stalls the loop: the message, its job and
-		// (for Submit's, whose context is part of it) its context come
-		// from one type switch, with no interface lookup and no load of
-		// j.ctx, so the misses of successive messages overlap; a
-		// caller's context.Background() is known without reading it.
+		// A queued message's first touch is a likely cache miss: one type
+		// switch gives its message, job and (for Submit's) context, with no
+		// interface lookup and no load of j.ctx, so the misses of successive
+		// messages overlap; a caller's context.Background() is known without
+		// reading it.
 		var j *job[K]
 		var c *taskCtx[K]
 		var msg M
@@ -342,15 +335,13 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 
 // call runs fn on one key's messages and ends each of their jobs with its
 // outcome. A panic fails them all with the *PanicError; a runtime.Goexit
-// (in fn, in the Observer's TaskStarted, or in the logger reporting fn's
-// panic) ends them all with ErrGoexit before the goroutine goes on exiting
-// (see invoke).
+// (in fn, TaskStarted, or the logger reporting fn's panic) ends them all
+// with ErrGoexit as the goroutine goes on exiting (see invoke).
 func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	e := b.e
 	first := jobs[0].ctx
-	// The batch's context marks the key as held; a nested call borrows
-	// the first message's job's slot count (it is alive until the batch
-	// settles).
+	// The batch's context marks the key as held; a nested call marks the slot
+	// lent on the first message's job (alive until the batch settles).
 	caller := first.caller()
 	if caller != background { // context.Background() is its own WithoutCancel
 		caller = context.WithoutCancel(caller)
@@ -390,12 +381,11 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	b.end(c, jobs, err, errs, OK, start)
 }
 
-// end ends the jobs of a batch that ran with context c: each with err, or
-// with its own of errs if errs is not nil, and with outcome (Failed for an
-// error, if outcome is OK). All are accounted for before the Observer
-// hears of any, and it hears of each even if it calls runtime.Goexit, so
-// none is left unaccounted; without an Observer this costs one count for
-// the batch rather than one contended atomic add per message.
+// end ends the jobs of a batch run with context c: each with err, or with
+// its own of errs if not nil, and outcome (Failed for an error if OK). All
+// are accounted for before the Observer hears of any, and it hears of each
+// even if it calls runtime.Goexit. Without an Observer this costs one count
+// for the batch, not one contended atomic add per message.
 func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs BatchErrors, outcome Outcome, start time.Time) {
 	e := b.e
 	c.end()
@@ -423,10 +413,9 @@ func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs Batch
 	})
 }
 
-// enqueueMessage queues the job j of a Batcher message on key (its fn is
-// queuedOnly: the group's run calls the batch's fn), run with the task
-// context c, whose caller's ctx is kept at home (see setCaller); w is the
-// message, j's Work (mailbox.Grouped).
+// enqueueMessage queues the job j of a Batcher message w on key, with task
+// context c, whose caller's ctx is kept at home (setCaller). j's fn is
+// queuedOnly: the group's run calls the batch's fn.
 func (e *Executor[K]) enqueueMessage(ctx context.Context, key K, j *job[K], c *taskCtx[K], home *context.Context, w mailbox.Work) error {
 	c.key = key
 	c.setCaller(ctx, home)

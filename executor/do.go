@@ -87,34 +87,28 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 type placement uint8
 
 const (
-	// queued: in its key's queue; the caller waits for it (Do) or
-	// watches its ctx (Submit).
+	// queued: in its key's queue.
 	queued placement = iota
-	// ranInline: it ran on the caller's goroutine and has settled; the
-	// caller reads j.err.
+	// ranInline: run on the caller's goroutine, and settled; read j.err.
 	ranInline
-	// queuedLent: queued after waiting for room, with the calling task's
-	// slot still lent; the caller takes it back (unlend) once it waits for
-	// the job (Do), or once it is queued (Go, Submit).
+	// queuedLent: queued after waiting for room, with the calling task's slot
+	// still lent; the caller unlends once it waits for the job (Do), or once
+	// the job is queued (Go, Submit).
 	queuedLent
 )
 
-// enter admits a single-key job and queues it, or, if inline is allowed,
-// the key is idle and a slot is free, runs it on the caller's goroutine (and
-// reports ranInline). An error means the job was never accepted.
+// enter admits a single-key job and queues it or, if inline is allowed,
+// the key is idle and a slot is free, runs it on the caller's goroutine
+// (ranInline): an uncontended Do's fast path, since the caller would block
+// anyway. The inline run obeys every rule of a pooled one: it takes a slot
+// (its task's own if nested), holds the mailbox as a drive loop would
+// (later submissions queue behind it) and goes through Run. An error means
+// the job was never accepted.
 //
-// The inline run is the fast path of an uncontended Do: the caller would
-// block anyway, so it runs fn itself instead of paying a hand-off. It obeys
-// every rule a pooled run does: it takes an execution slot (its own task's,
-// if it is a nested call, else a free one), it holds the mailbox like a
-// drive loop would (so later submissions queue behind it in FIFO order), and
-// it goes through Run for ctx, panics and Stats.
-//
-// A nested call that waited for room lends its task's slot (see park) and
-// is admitted with it still lent (queuedLent): the caller must unlend once
-// it has made sure the task ends if ctx does (wait does, and Submit once it
-// watches ctx). Taking the slot back first would leave the queued task
-// deaf to ctx for as long as every slot is busy.
+// A nested call that waited for room is admitted with its task's slot
+// still lent (queuedLent; see park): the caller unlends only once it has
+// made sure the task ends if ctx does (as wait does), or the queued task
+// would be deaf to ctx while every slot is busy.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
 	var own context.Context // watched while it waits for room, if asynchronous
 	if j.async {
@@ -137,8 +131,7 @@ func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], i
 }
 
 // queueJob queues j, admitted on its key's mailbox m (locked by admit), or
-// if admit said wait, parks it for room (see waitRoom), as enter does for a
-// job it does not run at once.
+// parks it for room if admit said wait (see waitRoom).
 func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbox, wait bool, outer *taskCtx[K]) (placement, error) {
 	if wait {
 		return e.waitRoom(ctx, j, m, outer)
@@ -149,11 +142,10 @@ func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbo
 }
 
 // admit reserves a submission on key and asks about its key's room: it
-// returns the key's mailbox locked, and whether the policy has the
-// submission wait for room (see waitRoom), or an error, with nothing held,
-// if it was refused. A nested call (outer is its task) is also refused when
-// the key's queue waits for a DoMany that waits for the calling task. own
-// is ctx if the submission is asynchronous, else nil (see reserveTurn).
+// returns key's mailbox locked and whether the submission must wait for
+// room (waitRoom), or an error with nothing held. A nested call (outer is
+// its task) is also refused when the key's queue waits for a DoMany that
+// waits for its task. own is ctx if asynchronous, else nil (reserveTurn).
 func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
 	handed, err := e.reserveTurn(ctx, key, own)
 	if err != nil {
@@ -185,9 +177,8 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 	}
 }
 
-// launch unlocks m after a task was queued on it, starts m's drive loop
-// if the enqueue said so (dispatch), then tells the Observer: the task may
-// have started by then, as it may whenever its key's loop already runs.
+// launch unlocks m after a task was queued, starts m's drive loop if the
+// enqueue said so, then tells the Observer (the task may have started).
 func (e *Executor[K]) launch(m *mailbox.Mailbox, dispatch bool) {
 	if dispatch {
 		e.dispatching.Add(1) // under m's lock: before the task can end
@@ -231,13 +222,12 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	return queuedLent, nil
 }
 
-// runInline runs j, accepted and held inline (see enter), with slot s,
-// then gives back its hold, the slot and its reservation: the caller reads
-// j.err and reuses j. They are given back in a deferred call, so that a
-// runtime.Goexit (in fn or in a callback) leaves nothing behind either: j
-// is accounted for by then (see Run; if TaskAccepted exits, j never runs
-// and is accounted as canceled), the caller's goroutine exits (as Goexit
-// requires) and j is left to the GC.
+// runInline runs j, accepted and held inline (see enter), with slot s. Its
+// hold, the slot and its reservation are given back in a deferred call, so
+// a runtime.Goexit (in fn or a callback) leaves nothing behind: j is
+// accounted for by then (see Run; if TaskAccepted exits, j never runs and
+// counts as canceled) and left to the GC. Else the caller reads j.err and
+// reuses j.
 func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 	defer func() {
 		j.turn.Vacate()
@@ -251,10 +241,9 @@ func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 }
 
 // inline runs the fn of a nested call on keys its task already holds
-// (WithReentrant) at once, on the caller's goroutine. A panic is recovered
-// into a *PanicError and logged with the key, as for any other run, so it
-// never unwinds through the task that made the call. The call is part of
-// that task and has no Stats of its own.
+// (WithReentrant) at once, on the caller's goroutine. A panic becomes a
+// *PanicError logged with the key, so it never unwinds through the calling
+// task. The call is part of that task, with no Stats of its own.
 func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -362,13 +351,13 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 
 // withdraw cancels j for wait, which is filed as b (nil: not filed) and
 // lent its task's slot if lent. If a callback calls runtime.Goexit as j is
-// withdrawn, the call is unfiled and its slot taken back as the goroutine
-// exits, as after a return (j settles anyway: see cancel).
+// withdrawn, the call is unfiled and the slot taken back as the goroutine
+// exits (j settles anyway: see cancel).
 //
 // The guard is here, not in wait: a deferred call there enlarges the frame
-// that every waiting Do blocks in, and with a thousand callers waiting
-// (BenchmarkReferenceWorkload) their goroutines' stacks then grow (copystack
-// went from 7 % to 22 % of the CPU profile) and the workload took 7 % longer.
+// every waiting Do blocks in, and with a thousand callers waiting
+// (BenchmarkReferenceWorkload) their stacks grew (copystack went from 7 %
+// to 22 % of the CPU profile) and the workload took 7 % longer.
 func (e *Executor[K]) withdraw(j *job[K], err error, b *blocker[K], outer *taskCtx[K], lent bool) bool {
 	returned := false
 	defer func() {

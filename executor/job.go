@@ -14,26 +14,16 @@ import (
 
 // job is what the mailboxes schedule for one task: fn, the context it runs
 // with, and how its end is reported. It is the task's mailbox.Work (a
-// submission or a Batcher's message wraps it).
+// Batcher's message wraps it).
 //
-// The jobs of synchronous calls (Do, DoShared) are recycled (see
-// Executor.recycle), so such a call allocates only the taskCtx fn
-// receives, which fn may keep. A Do that runs at once takes no job at all
-// (see doPlain). A job goes back to the pool only once
-// nothing can refer to it any more: it was never accepted, or it ran
-// inline, or it ran from a queue and its caller has seen it end, the
-// executor is not closing (a giving-up Close cancels jobs it listed
-// earlier) and not striped (HotKeys names a stripe after the next task of
-// a running batch). A canceled job may still be linked in a drive loop's
-// batch (Mailbox.OldestStamp follows its link), and a multi-key one met by
-// a deadlock check: those are left to the GC.
-//
-// The job of an asynchronous task (a Batcher's message, a Go or Submit
-// that waited for room at its key's cap) is allocated with what outlives
-// it (a message, a submission; a Go's job and its ctx), and left to the GC.
-// Recycling those too was measured, and lost (see BENCHMARKS.md): the
-// producer that takes a recycled job writes cache lines that the worker
-// on the other core wrote last, which costs more than a fresh allocation.
+// A synchronous call's job (Do, DoShared) goes back to the pool once
+// nothing can refer to it (see recycle), so the call allocates only the
+// taskCtx fn receives, which fn may keep; a Do that runs at once takes no
+// job (doPlain). An asynchronous task's job (a Batcher message's, a
+// parkedPlain's) is left to the GC: recycling it too was measured, and
+// lost (see BENCHMARKS.md), as the producer that takes a recycled job
+// writes cache lines that the worker on the other core wrote last, which
+// costs more than a fresh allocation.
 type job[K comparable] struct {
 	turn mailbox.Turn
 	core[K]
@@ -49,8 +39,7 @@ type job[K comparable] struct {
 }
 
 // core is what a running task's context reads of its task (taskCtx.st):
-// the job's, or for a plain task (see plain.go) its mailbox's, which the
-// plain tasks of that mailbox use one after another.
+// its job's, or for a plain task its mailbox's (see plainCore).
 type core[K comparable] struct {
 	e     *Executor[K] // set when the core is made, never changed
 	multi *[]K         // a multi-key task's keys, deduplicated
@@ -79,9 +68,9 @@ func (j *job[K]) base() *job[K] { return j }
 // jobOf returns the job of a task the executor queued.
 func jobOf[K comparable](t *mailbox.Turn) *job[K] { return t.Work().(work[K]).base() }
 
-// Admit is called, with the mailbox locked, when a parked job gets room
-// (mailbox.Work). Once the executor is closed it refuses: the parked
-// submitter leaves with ErrClosed, and no work is accepted after Close.
+// Promote lets a parked job in (mailbox.Work), locked, unless the executor
+// is closed: then the parked submitter leaves with ErrClosed, and no work
+// is accepted after Close.
 func (j *job[K]) Promote() bool {
 	e := j.e
 	if e.closed.Load() {
@@ -101,13 +90,11 @@ func monotime() int64 { return int64(time.Since(epoch)) }
 // since is the time elapsed since monotime t.
 func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 
-// Run executes fn (mailbox.Work). A task whose caller's ctx ended, or that
-// a giving-up Close abandoned, is not run and is accounted as canceled.
-//
-// Run contains everything fn can do: a panic becomes a *PanicError, and a
-// runtime.Goexit is accounted here (ErrGoexit) before the goroutine goes on
-// exiting, so the mailbox's deferred checks find the task ended and hand
-// the key on (see mailbox's Work).
+// Run executes fn (mailbox.Work); a task whose ctx ended, or that a
+// giving-up Close abandoned, is not run and counts as canceled. A panic
+// becomes a *PanicError, and a runtime.Goexit is accounted for (ErrGoexit)
+// before the goroutine goes on exiting, so the mailbox's deferred checks
+// find the task ended and hand the key on.
 func (j *job[K]) Run() {
 	e := j.e
 	c := j.ctx
@@ -124,23 +111,19 @@ func (j *job[K]) Run() {
 }
 
 // tellStarted tells the Observer how long a task accepted at stamp waited,
-// having set start to when it started (one clock read for both the wait
-// and the run) before the Observer is called.
+// setting start first: one clock read serves the wait and the run.
 func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
 	*start = time.Now()
 	e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
 }
 
-// invoke starts a task accepted at stamp (it counts it, and tells the
-// Observer) and runs its fn with c, for a task with keys multi (nil:
-// c.key), turning a panic into a *PanicError logged with the key; start is
-// when the task started, if there is an Observer.
-//
-// If the goroutine exits instead (runtime.Goexit, in fn, in the Observer's
-// TaskStarted or in the logger reporting fn's panic: neither a return nor
-// a panic, as singleflight's check tells them apart), invoke's deferred
-// check ends the task with exited, which accounts for it as ErrGoexit,
-// while the goroutine unwinds; invoke never returns.
+// invoke starts a task accepted at stamp (counts it in n, tells the
+// Observer, sets start if there is one) and runs its fn with c, turning a
+// panic into a *PanicError logged with the key (multi, or c.key). If the
+// goroutine exits instead (runtime.Goexit in fn, in TaskStarted, or in the
+// logger reporting fn's panic: neither a return nor a panic, told apart as
+// singleflight does), the deferred check ends the task with exited, which
+// accounts for it as ErrGoexit; invoke never returns.
 func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(context.Context) error, stamp int64,
 	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
 	c.job().fresh()
@@ -177,10 +160,9 @@ func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(c
 	return outcome, start, err
 }
 
-// recovered makes a *PanicError of a panic recovered from fn (called in
-// the deferred function that recovered it, so the stack is the panic's) and
-// logs it at error level with fields, which name the key: a recovered panic
-// is never silent.
+// recovered makes a *PanicError of a panic recovered from fn (called in the
+// deferred function that recovered it, so the stack is the panic's) and
+// logs it at error level with fields naming the key: it is never silent.
 func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
 	e.log.Error("task panicked", append(fields, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))...)
@@ -194,12 +176,10 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	j.e.finished(j.ctx, &j.e.counts, j.multi, false, err, outcome, start)
 }
 
-// finished accounts for a task (with context c, and keys multi if it has
-// several) whose fn ended with err, then reports it; unread: a failure
-// goes to the error handler.
-//
-// The task is accounted for before any callback hears of it, so one that
-// calls runtime.Goexit cannot leave it unaccounted.
+// finished accounts for a task (context c, keys multi if several) whose fn
+// ended with err, then reports it; if unread, a failure goes to the error
+// handler. The task is accounted for before any callback hears of it, so
+// one that calls runtime.Goexit cannot leave it unaccounted.
 func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	c.end()
 	n.completed.Add(1)
@@ -211,9 +191,9 @@ func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread 
 	}
 }
 
-// report tells the Observer and, for a failure nobody reads (unread), the
-// error handler about an ended task. The handler's call is deferred: an
-// Observer that calls runtime.Goexit in TaskFinished does not keep the
+// report tells the Observer, and for a failure nobody reads (unread) the
+// error handler, of an ended task. The handler's call is deferred, so an
+// Observer that calls runtime.Goexit in TaskFinished cannot keep the
 // failure from it.
 func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	if unread && err != nil {
@@ -241,10 +221,9 @@ func keyField[K comparable](c *taskCtx[K], multi *[]K) zap.Field {
 }
 
 // Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
-// back the reservation and wakes the caller (Do); for a Go or a Submit
-// there is nothing more (a submission's Settle then ends its Task). A
-// synchronous job is not touched after that, since its woken caller
-// recycles it at once.
+// back the reservation and wakes the caller (Do); an asynchronous job has
+// nothing more to do (a submission's Settle then ends its Task). A
+// synchronous job is not touched after that: its woken caller recycles it.
 func (j *job[K]) Settle() {
 	j.release()
 	if !j.async {
@@ -285,18 +264,16 @@ func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx
 	return j
 }
 
-// recycle puts a settled synchronous job back in the pool, unless
-// something may still refer to it (see job): only a job that ran, not while
-// Close may be giving up, and not in striped mode, where HotKeys names a
-// stripe after the next task of a running batch (Executor.nameOf).
+// recycle puts a settled synchronous job back in the pool unless something
+// may still refer to it: a canceled job may still be linked in a drive
+// loop's batch (Mailbox.OldestStamp follows its link); a giving-up Close
+// cancels jobs it listed earlier; in striped mode HotKeys names a stripe
+// after the next task of a running batch (nameOf).
 func (e *Executor[K]) recycle(j *job[K]) {
-	// Multi-key jobs are never reused: a nested call's deadlock check may
-	// still hold one it met in a queue (see closesCycle).
-	//
-	// Nor are jobs that ran in a drive loop's batch: a giving-up Close and
-	// a sweep of ended contexts walk the batch's links from its cursor
-	// (Mailbox.EachWaiting) while the loop runs, and a reused job would
-	// relink its entry elsewhere under them.
+	// A multi-key job may be held by a deadlock check that met it in a queue
+	// (closesCycle). A job that ran in a batch is walked from the batch's
+	// cursor by a giving-up Close or a sweep (Mailbox.EachWaiting) while the
+	// loop runs: reused, it would relink its entry under them.
 	if j.turn.State() != mailbox.Done || j.turn.Batched() || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
 		return
 	}

@@ -12,32 +12,19 @@ import (
 
 // Plain tasks.
 //
-// Every Go and Submit is a plain task, whatever its ctx and in striped
-// mode too: nothing needs its Turn, so it is queued as a plain
-// slot of its key's mailbox (see mailbox.Plain), which the mailbox reuses,
-// instead of as a job with a queue node of its own. Such a task allocates
-// one object. For a Submit it is fn's ctx and the caller's Task together
-// (plainSub), made by the caller, who keeps the Task. For a Go it is fn's
-// ctx alone (a taskCtx). A Go whose ctx is context.Background() itself,
-// the common plain Go, queues nothing but fn (its slot's arg is nil: see
-// plainArg), and its ctx is made only as the task runs, by the goroutine
-// that runs it (plainRunner), the key being the mailbox's: a waiting Go
-// then costs no ctx and an 8-byte slot, one pointer for the collector to
-// scan, and the ctx's memory is written on the core that reads it, rather
-// than by the caller for a worker on another core to fetch. A Go with any
-// other ctx has its ctx made by the caller, with a home for the caller's
-// ctx (newTaskCtx). Either way the ctx's core is the mailbox's, which the
-// mailbox's plain tasks use one after another (plainCore).
+// Every Go and Submit, whatever its ctx and in striped mode too, is queued
+// as a plain slot of its key's mailbox (see mailbox.Plain), which the
+// mailbox reuses, not as a job with a queue node: nothing needs its Turn.
+// It allocates one object: a Submit's ctx and Task (plainSub), a Go's ctx
+// (newTaskCtx). A Go with context.Background() itself queues only fn, and
+// its ctx is made as it runs, by the goroutine that runs it (goCtx): a
+// waiting Go costs an 8-byte slot, one pointer for the collector to scan,
+// and its ctx is written on the core that reads it.
 //
-// A plain task whose ctx ends while it waits is noticed lazily, as any
-// queued task's (see "Lazy cancellation" in admit.go): as it would start
-// (runPlain), by a sweep at a cap, or by a Wait on its Task, which sweeps
-// its key (withdrawPlain); the sweep takes it out of the ring with
-// mailbox.TakePlain, even from a running batch, and ends it (endTaken).
-//
-// Admission is admitPlain's. A key at its cap under a waiting policy parks
-// the task with a Turn of its own (waitPlain), since a parked task needs
-// one; when it gets room it enters the queue as a plain slot all the same.
+// A plain task whose ctx ends while it waits is noticed lazily (see "Lazy
+// cancellation" in admit.go): a sweep takes it out of the ring, even from
+// a running batch (mailbox.TakePlain), and ends it (endTaken). At a key's
+// cap under a waiting policy it parks with a Turn of its own (waitPlain).
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
@@ -50,12 +37,10 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		c.key = key
 		return e.waitPlain(m, fn, c, c)
 	}
-	// With context.Background() the ctx is made as the task runs (goCtx),
-	// with the mailbox's key: only for a key type whose equal keys are
-	// identical (checkNone), and without stripes. Equal keys of other types
-	// may still differ (+0.0 and -0.0, interfaces holding them), a stripe's
-	// mailbox is many keys', and a task reports the key it was submitted
-	// with, so their ctx is made here.
+	// A Background ctx is made as the task runs (goCtx), with the mailbox's
+	// key, only where that is the key submitted: without stripes (a stripe's
+	// mailbox is many keys') and where equal keys are identical (checkNone;
+	// +0.0 and -0.0 are equal, and so are interfaces holding them).
 	var arg any // nil, not a nil *taskCtx: see plainArg
 	if ctx != background || e.keyCheck != checkNone || e.router.Striped() {
 		c := newTaskCtx[K](ctx)
@@ -66,16 +51,12 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	return nil
 }
 
-// background is what a plain Go's ctx is compared with: one equal to it
-// queues no ctx (see plainArg). The comparison reads the dynamic types
-// first, so it never calls the == of a caller's ctx type.
+// background is what a caller's ctx is compared with. The comparison reads
+// the dynamic types first, so it never calls the == of a caller's ctx type.
 var background = context.Background()
 
-// plainArg decodes a plain task's arg, as its mailbox slot keeps it (see
-// mailbox.Plain): a Submit's is its *plainSub, whose Task it returns with
-// its ctx; a Go's its *taskCtx (made by the caller), with no Task; a Go
-// whose ctx is context.Background() has none (nil, nil: its ctx is made
-// as it runs, see goCtx).
+// plainArg decodes a plain task's slot arg (see mailbox.Plain). A Go with
+// context.Background() has none: its ctx is made as it runs (goCtx).
 func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 	switch a := arg.(type) {
 	case *plainSub[K]:
@@ -86,14 +67,11 @@ func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 	return nil, nil
 }
 
-// doPlain is an exclusive Do on an executor without stripes, made from
-// inside the task outer (nil: from outside any task) on a key it does not
-// hold. If the key is idle and a slot is free (for a nested call, its
-// task's own, lent: see enter), fn runs on the caller's goroutine as a
-// plain task: its hold has no Turn (HoldPlain), and fn's ctx reads the
-// mailbox's plain core, which the key's exclusive tasks use one after
-// another, so the call takes no job and allocates only that ctx. Otherwise
-// the call waits as a job, as any Do does.
+// doPlain is an exclusive Do without stripes from inside the task outer
+// (nil: outside any task) on a key it does not hold. If the key is idle and
+// a slot is free, fn runs on the caller's goroutine as a plain task: a hold
+// with no Turn (HoldPlain), its ctx reading the plain core, so the call
+// allocates only that ctx. Otherwise it waits as a job.
 func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error, outer *taskCtx[K]) error {
 	var (
 		m        *mailbox.Mailbox
@@ -142,16 +120,12 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 	return e.wait(ctx, j, outer, p == queuedLent)
 }
 
-// leanSlot is admit for a Do made outside any task on an executor where
-// nothing but Close needs a reservation (leanDo: no global cap, no
-// Observer, no ages, no question to the Policy about the key). It returns
-// key's mailbox locked. If the key is idle and a slot is free, it takes
-// the slot (ownSlot) and no reservation: the slot stands for one, since
-// Close's drain waits for every slot as well as every reservation
-// (drainIfDone), and it checks closed after taking the slot, as reserve
-// does after counting, so either it sees Close or Close sees its slot.
-// Otherwise it reserves, as admit would have first (without a global cap
-// that reads nothing m's lock guards, and asks nobody), and returns noSlot.
+// leanSlot is admit for a Do from outside any task when only Close needs a
+// reservation (leanDo); it returns key's mailbox locked. On an idle key it
+// takes a free slot (ownSlot) instead of a reservation: Close's drain waits
+// for slots too, and it reads closed after taking the slot, as reserve does
+// after counting, so it sees Close or Close sees its slot. Otherwise it
+// reserves (with no global cap, that asks nobody) and returns noSlot.
 func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, slot, error) {
 	m := e.router.Acquire(key)
 	if m.CanHold(false) && e.runner.TryAcquire() {
@@ -170,15 +144,11 @@ func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, sl
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
-// (HoldPlain) and the execution slot s that outer.takeSlot gave it, for an
-// accepted task that the Observer has not heard of yet, as job.Run runs an
-// inline job: a task whose ctx ended, or that a giving-up Close abandoned,
-// is not run and is accounted as canceled. The hold, the slot and the
-// reservation are given back in a deferred call, so that a runtime.Goexit
-// (in fn or in a callback) leaves nothing behind either: the task is
+// (HoldPlain) and the slot s, as job.Run runs an inline job. The hold, the
+// slot and the reservation are given back in a deferred call, so that a
+// runtime.Goexit (in fn or a callback) leaves nothing behind: the task is
 // accounted for by then (see invoke; if TaskAccepted exits, the task never
-// runs and is accounted as canceled), and the caller's goroutine exits, as
-// Goexit requires.
+// runs and counts as canceled).
 func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
 	outer *taskCtx[K], s slot) (err error) {
 	defer func() {
@@ -202,16 +172,12 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	return err
 }
 
-// runLean is runHeld for the common case, in one frame: a hold that took
-// a slot of its own, on an executor with no Observer and no ages, so that
-// nothing but fn and the logger can call back. It counts the task as
-// submitted and started in one step (held: nothing else can start it), and
-// only once it is sure to start: a task whose ctx ended, or that a
-// giving-up Close abandoned, after it was admitted is accounted as
-// canceled. A panic in fn becomes a *PanicError, logged with the key; a
-// runtime.Goexit in fn, or in the logger reporting its panic, ends the task
-// as ErrGoexit. Either way the hold, the slot and the reservation, if it
-// took one (reserved; see leanSlot), are given back, last.
+// runLean is runHeld in one frame for the common case: a slot of its own,
+// no Observer and no ages, so only fn and the logger call back. It counts
+// the task submitted and started in one step (held: nothing else can start
+// it), once sure it starts. If fn panics or calls runtime.Goexit, leanEnded
+// ends the task; either way the hold, the slot and the reservation, if it
+// took one (reserved), are given back last.
 func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, reserved bool) (err error) {
 	returned := false
 	defer func() {
@@ -240,10 +206,10 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	return err
 }
 
-// leanEnded accounts for a lean task (runLean) that did not return: fn
-// panicked with v, or (v == nil) called runtime.Goexit. For a panic it
-// returns the *PanicError, once logged; if the logger exits instead, the
-// task has been accounted for (as panicked) before it is called.
+// leanEnded accounts for a lean task whose fn panicked with v or, if v is
+// nil, called runtime.Goexit. For a panic it returns the *PanicError, once
+// logged; the task is accounted for (as panicked) first, in case the
+// logger calls runtime.Goexit.
 func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	n := plainCounts(c.job())
 	c.end()
@@ -255,8 +221,7 @@ func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	return e.recovered(v, keyField(c, nil))
 }
 
-// unholdLean gives back what a lean task held: its key, its slot and, if
-// reserved, its reservation.
+// unholdLean gives back a lean task's key, slot and, if reserved, reservation.
 func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	m.UnholdPlain()
 	e.runner.Release()
@@ -265,14 +230,10 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	}
 }
 
-// plainSub is what a plain Submit allocates, in one object: the caller's
-// Task and fn's ctx (48 bytes with a string key and context.Background();
-// with another ctx, 64, in a plainSubHome); a plain Go with a ctx of its
-// own allocates only the ctx (see plainArg). It keeps no result: fn's
-// error, or why it never ran, goes to the Task's waiters (Task.fail), made
-// only for a task that fails. A Wait from inside a task finds a queued
-// plainSub in its mailbox's queue by its address (see plainAhead), so it
-// keeps no position of its own.
+// plainSub is a plain Submit's one allocation: the caller's Task and fn's
+// ctx (48 bytes with a string key and context.Background(); 64, as a
+// plainSubHome, with another ctx). It keeps no result (see Task.fail) and
+// no position (a Wait finds it by its address: plainAhead).
 type plainSub[K comparable] struct {
 	task Task
 	ctx  taskCtx[K]
@@ -334,18 +295,14 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 }
 
 // admitPlain is admit for a plain task: it returns key's mailbox locked,
-// and whether the task must wait for room there (as a job: see waitPlain).
+// and whether the task must wait for room there (waitPlain).
 //
-// On an executor with a global cap it is admit. Without one
-// (batchRelease), a task that is queued at once takes no reservation of
-// its own: its shard's counts hold it for Close's drain, from when
-// queuePlain counts it submitted, under the shard's lock, until its
-// batch gives back its batch's at once (settlePlain); nothing that every
-// submitter writes is touched. This is sound because the task reads
-// closed under the same lock: Close sets closed, then takes every shard's
-// lock once (seal) before its drain counts anything, so either the task
-// sees closed, or Close's drain sees it submitted. A task that waits for
-// room is a job, and reserves as any does.
+// Without a global cap (batchRelease), a task queued at once takes no
+// reservation: its shard's counts hold it for Close's drain, from
+// queuePlain, under the shard's lock, to its batch's end (settlePlain), so
+// it writes no word that every submitter writes. It reads closed under that
+// lock, and Close sets closed, then takes every shard's lock (seal) before
+// its drain counts: the task sees closed, or the drain sees it.
 func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox, wait bool, err error) {
 	if !e.batchRelease {
 		return e.admit(ctx, key, ctx, nil)
@@ -374,12 +331,9 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 	return m, false, nil
 }
 
-// queuePlain queues fn as a plain task on m (locked by admitPlain), with
-// arg for plainRunner (see plainArg), and unlocks m. The task is counted
-// submitted in its shard's counts (see admitPlain). The task's ctx gets
-// the mailbox's plain core as it runs (plainTask), and the mailbox gets
-// its core with its first batch (NewAux), so that a key with a task
-// waiting does not pay for one.
+// queuePlain queues fn as a plain task on m (locked by admitPlain), counts
+// it submitted in its shard's counts, and unlocks m. m gets its plain core
+// with its first batch (NewAux): a key whose tasks only wait pays for none.
 func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any) {
 	e.launch(m, m.EnqueuePlain(fn, arg, e.countPlain(m)))
 }
@@ -396,11 +350,9 @@ func (e *Executor[K]) countPlain(m *mailbox.Mailbox) (stamp int64) {
 	return 0
 }
 
-// waitPlain parks a plain task of fn, with context c and arg for
-// plainRunner, that admitPlain sent to the waiting room of m (locked), and
-// waits for room as any submission does (waitRoom). A parked task needs a
-// Turn: a parkedPlain is that Turn, and nothing more once it has room,
-// where it enters the queue as a plain slot.
+// waitPlain parks a plain task that admitPlain sent to m's waiting room (m
+// locked) and waits for room (waitRoom). A parked task needs a Turn, which
+// parkedPlain is; once let in, the task is queued as a plain slot.
 func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) error, c *taskCtx[K], arg any) error {
 	p := &parkedPlain[K]{job: job[K]{core: core[K]{e: e, async: true}, fn: fn, ctx: c}, m: m, arg: arg}
 	p.turn.Init(p, false)
@@ -413,8 +365,8 @@ func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) err
 }
 
 // parkedPlain is a Go or Submit waiting in its key's waiting room. Its job
-// is only for the room: c is the plain task's, and is not bound to it (it
-// gets its core as it runs, as any plain task's; see taskCtx.st).
+// serves only the room: its ctx is not bound to it, and gets its core as
+// it runs, as any plain task's (see taskCtx.st).
 type parkedPlain[K comparable] struct {
 	job[K]
 	m     *mailbox.Mailbox
@@ -423,10 +375,9 @@ type parkedPlain[K comparable] struct {
 }
 
 // Promote lets the task in (mailbox.Work), locked, unless the executor is
-// closed: it is counted as a plain task queued by queuePlain is. Without a
-// global cap, its reservation moves from pending to its shard's counts,
-// which hold a queued plain task's (see admitPlain): counted there first,
-// so that Close's drain never sees it in neither.
+// closed, counting it as queuePlain does. Without a global cap its
+// reservation moves from pending to its shard's counts (see admitPlain):
+// counted there first, so that Close's drain never sees it in neither.
 func (p *parkedPlain[K]) Promote() bool {
 	e := p.e
 	if e.closed.Load() {
@@ -445,13 +396,12 @@ func (p *parkedPlain[K]) Slot() (func(context.Context) error, any, int64) {
 	return p.fn, p.arg, p.stamp
 }
 
-// plainCore returns the core that the plain tasks of m share, made on the
-// first need (locked): the queued ones, and a Do run on its caller's
-// goroutine (doPlain). They hold m exclusively, so they run one at a time,
-// and each task's ctx stops reading the core once the task ends. The core
-// stays with the mailbox when it is reused for another key: it names only
-// the executor. A queued task reads it unlocked as it runs (goCtx): it was
-// made at the latest as its batch was cut (NewAux), and is never changed.
+// plainCore returns m's plain core, made on first need (locked). m's plain
+// tasks and a Do run on its caller's goroutine (doPlain) share it: they
+// hold m exclusively, one at a time, and a task's ctx stops reading it as
+// the task ends. It names only the executor, so it stays with m when m is
+// reused for another key. Made by the time a batch is cut (NewAux) and
+// never changed, it is read unlocked as the batch runs (goCtx).
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
 	if a := m.Aux(); a != nil {
 		return a.V.(*plainCoreOf[K])
@@ -470,16 +420,10 @@ func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
 // plainCoreOf is a mailbox's plain core with the counts of its router
 // shard (or stripe), where its tasks count as started and completed.
 //
-// free is the block that the contexts of the mailbox's plain Gos are
-// carved from as they run (goCtx), instead of one allocation per task;
-// only the batch running on the mailbox uses it, one task at a time. A
-// block is made for at most the batch's tasks yet to run, so a batch of
-// Gos alone uses it up by its end. Each context is still a task's own,
-// never reused; the cost is in what a block keeps, as for newCtx: a
-// context that fn keeps keeps the others of its block, and what they refer
-// to (their callers' contexts), until it is dropped; and a block that
-// plain Submits in the batch left unused keeps the ended contexts carved
-// from it until the key's next Gos use it up, or the mailbox is dropped.
+// free is the block the running batch carves its Gos' ctxs from (goCtx),
+// made for at most its tasks yet to run, so a batch of Gos alone uses it
+// up. It keeps alive what newCtx's blocks do; a block that plain Submits
+// left unused also keeps its ended ctxs until the key's next Gos use it up.
 type plainCoreOf[K comparable] struct {
 	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
 	counts  *shardCounts
@@ -505,11 +449,9 @@ func plainCounts[K comparable](j *core[K]) *taskCounts {
 const ctxBlock = 8
 
 // shardLocal is what the executor keeps per router shard (or stripe), as
-// its mailboxes' Local: the block that newCtx is carving task contexts
-// from, and the counts of the shard's plain tasks. Both are written under
-// the shard's lock, but for the counts the drive loops write, on lines of
-// their own (see shardCounts), and submitted, which the shard keeps
-// beside its lock.
+// its mailboxes' Local: newCtx's block and the counts of the shard's plain
+// tasks. All is written under the shard's lock but the counts the drive
+// loops write, on lines of their own (see shardCounts).
 type shardLocal[K comparable] struct {
 	free   []ctxHome[K]
 	counts shardCounts
@@ -530,27 +472,22 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	return s
 }
 
-// newCtx returns a context for a Do of m (locked) with the caller's ctx:
-// one of a block of ctxBlock, made for the tasks of m's router shard,
-// instead of one allocation per task, each with a home for its caller's
-// ctx (48 bytes with a string key). One kind of block for every ctx keeps
-// the bound below: the shard's next Dos use the block up whatever their
-// ctxs. Each context is still a task's own, never reused,
-// so one that fn keeps never speaks for a later task. The cost is in what
-// a block keeps: a context that fn keeps keeps the up to ctxBlock-1 others
-// of its block, and what they refer to (their callers' contexts), until it
-// is dropped; and the block being carved keeps those of the shard's tasks
-// that have ended, until it is used up (TestEndedContextsReleased).
+// newCtx returns a context for a Do of m (locked), carved from a block of
+// ctxBlock made for m's router shard. Each has a home for its caller's ctx
+// (48 bytes with a string key), whatever that ctx, so the shard's next Dos
+// use the block up. Each is a task's own, never reused: one that fn keeps
+// never speaks for a later task, but keeps its block alive, with the
+// others' callers' ctxs; and the block being carved keeps the shard's
+// ended contexts until it is used up (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox, ctx context.Context) *taskCtx[K] {
 	h := carve(&e.shardLocal(m).free, ctxBlock)
 	h.c.setCaller(ctx, &h.caller)
 	return &h.c
 }
 
-// carve returns the next context (or ctxHome) of the block *free, first
-// making a block of n if it is used up. Once the last one is taken it
-// drops the block: an empty slice of it would still keep it, and with it
-// the ended contexts carved from it.
+// carve returns the next item of the block *free, first making a block of
+// n if it is used up. It drops the block with its last item: an empty
+// slice of it would keep it alive, and the ended contexts carved from it.
 func carve[T any](free *[]T, n int) *T {
 	if len(*free) == 0 {
 		*free = make([]T, n)
@@ -588,11 +525,10 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) *mailbox.Aux {
 	return &(*Executor[K])(p).newPlainCore(m).aux
 }
 
-// SettlePlain gives back a plain task's reservation and ends a plain
-// Submit's Task once the task's place in its mailbox is free
-// (mailbox.Plain), as a job's Settle does: by then the result is written,
-// Stats account for it and the key has room for the next, so that a
-// submission let in by the reservation finds that room.
+// SettlePlain gives back a plain task's reservation and ends a Submit's
+// Task once the task's place is free (mailbox.Plain), as a job's Settle
+// does: the result is written and Stats account for it by then, and a
+// submission that the reservation lets in finds the key's room.
 func (p *plainRunner[K]) SettlePlain(arg any) {
 	(*Executor[K])(p).releasePlain()
 	if _, t := plainArg[K](arg); t != nil {
@@ -600,12 +536,9 @@ func (p *plainRunner[K]) SettlePlain(arg any) {
 	}
 }
 
-// plainTask returns the ctx and the Task of the plain task that
-// queuePlain queued on m with arg, as it runs (left tasks of its batch yet
-// to run, this one included) or a giving-up Close ends it (left 0): a
-// Submit's are in its plainSub, whose ctx gets m's plain core now; a Go
-// has no Task, and its ctx, unless its caller made it, is made now
-// (goCtx). Either way m has its core by then (see goCtx).
+// plainTask returns the ctx, bound to m's plain core, and the Task of the
+// plain task queued on m with arg, as it runs (left: its batch's tasks yet
+// to run, this one included) or a giving-up Close ends it (left 0).
 func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx[K], *Task) {
 	if c, t := plainArg[K](arg); c != nil {
 		// Before fn sees the ctx; a Wait on a Submit's Task may be reading it.
@@ -615,14 +548,10 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx
 	return e.goCtx(m, left), nil
 }
 
-// goCtx makes the ctx of a plain Go queued on m with none of its own (its
-// caller's ctx was context.Background(): see plainArg): the key is m's
-// (router.KeyOf), and the core m's plain core (made by the time its
-// batch, or giveUp, reads it). A Go run in a batch, with
-// left of the batch's tasks yet to run (this one included), takes its ctx
-// from the block its core keeps (see plainCoreOf.free), and makes a block
-// of up to ctxBlock when that is used up. One that a giving-up Close ends
-// (left 0) may run beside a batch, so it allocates its own.
+// goCtx makes a Background Go's ctx, with m's key (router.KeyOf) and plain
+// core. In a batch (left: its tasks yet to run, this one included) it is
+// carved from the core's block (plainCoreOf.free); a Go that a giving-up
+// Close ends (left 0) may run beside a batch, so it allocates its own.
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	p := plainCoreIn[K](m)
 	var c *taskCtx[K]
@@ -636,11 +565,9 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 }
 
 // runPlain runs a plain task's fn with context c, as job.Run runs a job's
-// (SettlePlain follows, once its place is free). The Task t (a Submit's)
-// receives fn's error; if it is nil (a Go's), a failure goes to the error
-// handler. A task whose ctx ended while it waited, or that a giving-up
-// Close abandoned, is not run: it is accounted as canceled, and the key's
-// next task goes on at once.
+// (SettlePlain follows). A Submit's Task t gets fn's error; for a Go (nil
+// t) a failure goes to the error handler. A task whose ctx ended, or that a
+// giving-up Close abandoned, is not run and counts as canceled.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
 	err := c.caller().Err()
 	if err == nil && e.force.Err() != nil {
@@ -654,8 +581,7 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 	e.plainEnded(c, t, err, outcome, start)
 }
 
-// plainEnded accounts for a plain task (with context c, and Task t as for
-// runPlain) whose fn ended with err.
+// plainEnded accounts for a plain task (see runPlain) whose fn ended.
 func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outcome, start time.Time) {
 	if t != nil {
 		t.fail(err) // before the callbacks: one may never return
@@ -663,8 +589,7 @@ func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outc
 	e.finished(c, plainCounts(c.job()), nil, t == nil, err, outcome, start)
 }
 
-// plainAbandoned accounts for a plain task (with context c, and Task t as
-// for runPlain) that will never run, because of err.
+// plainAbandoned accounts for a plain task that will never run, because of err.
 func (e *Executor[K]) plainAbandoned(c *taskCtx[K], t *Task, err error) {
 	if t != nil {
 		t.fail(err)
@@ -687,9 +612,8 @@ type takenPlain struct {
 	ps []any
 }
 
-// takePlain takes out of m's queue (locked) its plain tasks that have not
-// started and for which drop holds (mailbox.TakePlain), and appends them
-// to out, for endTaken to end once m is unlocked.
+// takePlain takes m's (locked) unstarted plain tasks for which drop holds out
+// of its queue (mailbox.TakePlain), for endTaken to end once m is unlocked.
 func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out []takenPlain) []takenPlain {
 	if ps := m.TakePlain(drop); ps != nil {
 		e.plainCore(m) // for their contexts (plainTask, goCtx), made locked
@@ -717,12 +641,10 @@ func (e *Executor[K]) endTakenAll(taken []takenPlain, why error) {
 	})
 }
 
-// endTaken ends a plain task, queued with arg, that was taken out of its
-// mailbox m's queue (mailbox.TakePlain) as it would have ended when its
-// turn came (runPlain): with why (ErrClosed, for a giving-up Close), or
-// if why is nil with its ctx's error. Its place, its reservation and its
-// Task are given back after the callbacks, even if one calls
-// runtime.Goexit.
+// endTaken ends a plain task taken out of m's queue (mailbox.TakePlain) as
+// runPlain would have when its turn came: with why (ErrClosed) or, if why
+// is nil, its ctx's error. Its place, its reservation and its Task are
+// given back after the callbacks, even if one calls runtime.Goexit.
 func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	defer func() {
 		m.DonePlain()
@@ -738,11 +660,9 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	e.plainAbandoned(c, t, why)
 }
 
-// withdrawPlain takes the plain Submit s out of its key's queue, if it
-// has not started, once a Wait on it saw its ctx end (see Task.Wait): it
-// sweeps s's mailbox, which ends s and every other task there whose ctx
-// has ended. If s has started, or is about to (the drive loop has claimed
-// it), it is left alone: it ends as it runs, or as it starts (runPlain).
+// withdrawPlain sweeps the mailbox of the plain Submit s once a Wait saw
+// its ctx end (see Task.Wait), which ends s unless it has started or the
+// drive loop has claimed it: then it ends as it runs, or as it starts.
 func (e *Executor[K]) withdrawPlain(s *plainSub[K]) {
 	m := e.router.Find(s.ctx.key) // while s has not ended: see plainAhead
 	if m == nil {
@@ -753,14 +673,12 @@ func (e *Executor[K]) withdrawPlain(s *plainSub[K]) {
 	}
 }
 
-// plainAhead finds the plain Submit s in its mailbox: it reports whether s
-// has not ended (live) and whether it still waits in the queue (queued);
-// if so it calls f, with the mailbox locked, for each multi-key task that
-// holds the mailbox or is queued ahead of s (see Turn.EachManyAhead).
-//
-// While s has not ended, its key's mailbox is the one s is queued in (a
-// mailbox with a task pending is never retired). s ends before its
-// mailbox can retire, and a check under the mailbox's lock sees that.
+// plainAhead reports whether the plain Submit s has not ended (live) and
+// still waits in its queue (queued); if so it calls f, with the mailbox
+// locked, for each multi-key task holding the mailbox or queued ahead of s
+// (see Turn.EachManyAhead). While s has not ended its key's mailbox is the
+// one it is queued in (a mailbox with a task pending never retires), and a
+// check under the mailbox's lock sees s end before its mailbox can retire.
 func (e *Executor[K]) plainAhead(s *plainSub[K], f func(o *mailbox.Turn)) (live, queued bool) {
 	m := e.router.Find(s.ctx.key)
 	if m == nil {

@@ -9,7 +9,7 @@ import (
 
 // Task is an accepted asynchronous submission (see Submit).
 type Task struct {
-	w   atomic.Pointer[waiters] // made on demand by Done; ended once the task ended
+	w   atomic.Pointer[waiters] // made on demand by Done or fail; ended once the task ended
 	ops *taskOps                // how to reach the submission the Task is part of
 }
 
@@ -24,11 +24,10 @@ type waiters struct {
 var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(c); return c }()}
 
 // taskOps is how a Task reaches the submission it is part of: a Task is
-// always a field of one (a submission, or a plain Submit's plainSub), at
-// a fixed offset, and each op steps back from the Task to it (see subOf,
-// plainOf). An executor keeps one taskOps per kind. One pointer, where an
-// interface would take two words, keeps a plain Submit's object at 48
-// bytes.
+// always a field of one (a Batcher message's submission, or a plain
+// Submit's plainSub) at a fixed offset, and each op steps back to it (see
+// subOf, plainOf). An executor keeps one taskOps per kind: one pointer,
+// where an interface would take two words, keeps a plainSub at 48 bytes.
 type taskOps struct {
 	// result is fn's error, or why the task never ran; read once it ended.
 	result func(t *Task) error
@@ -119,9 +118,7 @@ func (t *Task) Wait(ctx context.Context) error {
 	}
 }
 
-// hasEnded reports whether the task has ended, its result written: its
-// waiters are ended, or their channel is closed (by end, for a task that
-// failed or was waited for while it ran).
+// hasEnded reports whether the task has ended, its result written.
 func (t *Task) hasEnded() bool {
 	switch w := t.w.Load(); w {
 	case ended:
@@ -138,19 +135,17 @@ func (t *Task) hasEnded() bool {
 	}
 }
 
-// end wakes every waiter; the result is written by then. It is called
-// once.
+// end wakes every waiter, once; the result is written by then.
 func (t *Task) end() {
 	if !t.w.CompareAndSwap(nil, ended) {
 		close(t.w.Load().ch) // made by Done, or by fail
 	}
 }
 
-// fail records err, if not nil, as the result of a plain Submit that has
-// not ended yet (a plainSub keeps no result of its own, so that only a
-// task that fails pays for one: its waiters, made now if Done has not made
-// them). Waiters read it once end has closed the channel. The executor
-// calls fail before end; a Task that has ended keeps its result.
+// fail records err, if not nil, as the result of a plain Submit before it
+// ends. A plainSub keeps no result, so only a task that fails pays for one:
+// its waiters, made now unless Done made them. Waiters read err once end
+// has closed the channel; a Task that has ended keeps its result.
 func (t *Task) fail(err error) {
 	if err == nil {
 		return
@@ -167,8 +162,8 @@ func (t *Task) fail(err error) {
 	}
 }
 
-// submission is what Submit allocates, in one object: the job, fn's
-// context and the caller's Task.
+// submission is an asynchronous job with fn's context and the caller's
+// Task, in one object; a Batcher.Submit's message embeds it.
 type submission[K comparable] struct {
 	job[K]
 	ctx    taskCtx[K]
@@ -207,13 +202,11 @@ func (s *submission[K]) Settle() {
 // noop is the after function of a Wait that has nothing to undo.
 func noop() {}
 
-// checkWait is a Task's beforeWait for the task whose ctx is c, the wait
-// being on on; a task that has ended needs no check. From inside a task
-// (ctx), it refuses a wait on a
-// key the waiting task holds, one on a task queued behind a DoMany that
-// waits for a key the waiting task holds (neither could ever go first: see
-// waitsOnCaller), and one that would close a cycle; it lends the waiting
-// task's slot for the wait, which after gives back.
+// checkWait is a Task's beforeWait (c: the task's ctx; on: what the wait
+// is on). From inside a task it refuses a wait on a key the task holds, on
+// a task queued behind a DoMany waiting for such a key (neither could ever
+// go first: see waitsOnCaller), or one that would close a cycle; else it
+// lends the task's slot for the wait, which after gives back.
 func (e *Executor[K]) checkWait(ctx context.Context, c *taskCtx[K], on waitee[K]) (after func(), err error) {
 	if c.ended() {
 		return noop, nil
@@ -247,18 +240,15 @@ type marker interface {
 
 // taskCtx is the context fn receives, one per call. It carries the caller's
 // values and deadline, is canceled with the caller's ctx, when a giving-up
-// Close cancels running tasks, and when fn returns; and, while fn runs, it
-// marks the keys the task holds, so that nested calls can see them.
+// Close cancels running tasks, and when fn returns; while fn runs it marks
+// the keys the task holds, for nested calls to see.
 //
-// It is the only allocation of a Do (32 bytes with a string key and
-// context.Background(), 48 with another ctx: see newTaskCtx; a Go or a
-// Submit allocates it together with its job; a Do that runs at once takes
-// it from a block of them, see newCtx, and a plain Go's is made as it
-// runs, from a block of them if it runs in a batch, see goCtx): fn may
-// keep its ctx (hand it to a goroutine, say), so it is never recycled, and
-// everything that is recycled lives in the job it names while the task is
-// alive. It costs no further allocation unless fn asks for Done: only then
-// is a cancelable child of the caller's ctx made.
+// It is a Do's only allocation (32 bytes with a string key and
+// context.Background(), 48 with another ctx: see newTaskCtx). fn may keep
+// it (hand it to a goroutine, say), so it is never recycled: what is
+// recycled lives in the job it names while the task is alive. Nothing more
+// is allocated unless fn asks for Done, which makes a cancelable child of
+// the caller's ctx.
 type taskCtx[K comparable] struct {
 	// parent points to the caller's ctx: to background, or to a field of
 	// the object the context is part of (see setCaller), so that the
@@ -266,23 +256,21 @@ type taskCtx[K comparable] struct {
 	parent *context.Context
 	key    K // a single-key task's (a multi-key task's are its job's)
 
-	// st is the task's state, one word, read atomically once the context
-	// can be shared:
+	// st is the task's state, one word, read atomically once the context can
+	// be shared:
 	//
-	//   - nil: a queued plain Submit's, not started (it gets its core as
-	//     it starts: until then a Wait on its Task reads only its key and
-	//     whether it ended);
+	//   - nil: a queued plain Submit's (it gets its core as it starts; until
+	//     then a Wait on its Task reads only its key and whether it ended);
 	//   - a *core[K]: the task's job, live, nobody asked Done;
-	//   - an *innerCtx[K], tagged (see tagInner): the child Done made,
-	//     which keeps the job;
+	//   - an *innerCtx[K], tagged (see tagInner): the child Done made, which
+	//     keeps the job;
 	//   - endedState: the task ended before anyone asked Done.
 	//
-	// The job is the task's only while the context has not ended: after
-	// that it may be recycled, so a context that has ended never reads it
-	// again (see live). A reader that found the context live may go on
-	// using what a job keeps for good (j.e) and, while its own task is
-	// blocked in a nested call, what the job keeps for the running task
-	// (the lent-slot mark).
+	// The job is the task's only while the context has not ended: then it may
+	// be recycled, so an ended context never reads it again (see live). A
+	// reader that found the context live may go on using what a job keeps for
+	// good (j.e) and, while its own task is blocked in a nested call, the
+	// lent-slot mark.
 	st unsafe.Pointer
 }
 
@@ -453,8 +441,8 @@ func (c *taskCtx[K]) Value(key any) any {
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // end cancels the context once fn has returned (or the task will never
-// run); from then on it no longer reads its job. It may be called again,
-// and then does nothing more.
+// run); from then on it no longer reads its job. Calling it again does
+// nothing.
 func (c *taskCtx[K]) end() {
 	for {
 		st := c.load()
