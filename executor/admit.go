@@ -32,18 +32,14 @@ func (e *Executor[K]) reserve(ctx context.Context, key K) error {
 	return err
 }
 
-// reserveTurn counts a submission against the executor-wide cap and
-// against Close: a submission either sees closed, or Close sees it pending
-// (both sides write, then read the other's word). At the cap the policy
-// decides: reject, or wait in the executor's FIFO waiting room. A
-// submission let in from the room (handed) has the room's turn: it hands
-// it on (room.handOn) once it has taken its place in its key's queue, or
-// was refused there, so that waiters enter in the order they waited.
-//
-// Before the cap refuses anyone or makes anyone wait, the tasks whose
-// submitter's ctx has ended are dropped from every queue (sweepAll), once.
-// A submission that waits is on key; own is its ctx if it is asynchronous,
-// else nil (see watchGlobal).
+// reserveTurn counts a submission against the global cap and against
+// Close: either it sees closed, or Close sees it pending (both sides write,
+// then read the other's word). At the cap the policy decides: reject, or
+// wait in the executor's FIFO waiting room; one let in from it has the
+// room's turn (handed: see room). Before the cap refuses anyone or makes
+// anyone wait, tasks whose ctx has ended are dropped from every queue
+// (sweepAll), once. A waiting submission is on key; own is its ctx if it
+// is asynchronous, else nil (see watchGlobal).
 func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Context) (handed bool, err error) {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
@@ -63,10 +59,10 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Contex
 			}
 			e.unreserve()
 		}
-		// A nested call may not wait for room (see below), but where there
-		// is room and the only one ahead is a waiter let in that has not
-		// taken its place yet (one the sweep let in, say), it waits for
-		// that: the waiter is on its way, and needs nothing of the caller.
+		// A nested call may not wait for room (see below), but if there is room
+		// and the only one ahead is a waiter let in that has not taken its
+		// place yet, it waits for that one: it is on its way, and needs nothing
+		// of the caller.
 		if !nested || n > int64(limit) {
 			break
 		}
@@ -97,12 +93,11 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Contex
 	return false, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
-// park waits, after the mailbox parked j, until j is admitted to the queue,
-// ctx ends or the executor closes; in the last two cases j leaves the
-// waiting room and was never accepted. A nested call (outer is its task)
-// lends the task's slot while it waits: the tasks it waits for may need it.
-// If j is admitted with the slot lent, park reports lent and leaves the
-// slot lent (see enter); otherwise it takes the slot back before returning.
+// park waits, after the mailbox parked j, until j is admitted, ctx ends or
+// the executor closes (then j leaves the room, never accepted). A nested
+// call (outer is its task) lends the task's slot meanwhile, as the tasks it
+// waits for may need it; admitted with it lent, park reports lent and
+// leaves it lent (see enter), else it takes it back before returning.
 func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (lent bool, err error) {
 	var b *blocker[K]
 	if outer != nil {
@@ -129,7 +124,7 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 	}
 	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {
-		<-j.done                   // admitted meanwhile (Admit has sent)
+		<-j.done                   // admitted meanwhile (Promote has sent)
 		e.observeLent(outer, lent) // the caller's wait sees ctx
 		return lent, nil
 	}
@@ -172,10 +167,9 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 func (e *Executor[K]) asksKey() bool { return e.cfg.maxPerKey != 0 || e.needsAge }
 
 // askKeyHeld is askKey for a submission that holds m's lock and, if
-// reserved, a reservation (admit; admitPlain takes none first). If the
-// Policy calls runtime.Goexit, which neither returns nor panics, it gives
-// both back as the goroutine exits: the submission was never accepted,
-// and nothing is left held.
+// reserved, a reservation (admitPlain takes none first). If the Policy
+// calls runtime.Goexit, it gives both back as the goroutine exits: the
+// submission was never accepted, and nothing is left held.
 func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K, reserved bool) (backpressure.Verdict, error) {
 	if !e.asksKey() {
 		return backpressure.Admit, nil
@@ -237,10 +231,9 @@ func (e *Executor[K]) keyBusy(m *mailbox.Mailbox, key K) *backpressure.BusyError
 }
 
 // cancel withdraws a queued task whose ctx ended; false if it already
-// started. The task settles after the callbacks have heard of it, even if
-// one calls runtime.Goexit (on the caller's goroutine, or on the watch of
-// an asynchronous task's ctx): its waiter wakes, and its reservation is
-// given back.
+// started. The task settles (its waiter wakes, its reservation is given
+// back) after the callbacks have heard of it, even if one calls
+// runtime.Goexit.
 func (e *Executor[K]) cancel(j *job[K], err error) bool {
 	if !j.turn.Cancel() {
 		return false
@@ -252,28 +245,25 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 
 // Lazy cancellation.
 //
-// Nothing watches the ctx of a queued task: watching costs a registration
-// on the ctx per task (context.AfterFunc: about 1 µs and 500 B, and on the
-// one ctx a consumer loop or a server passes to every task, a mutex every
-// producer and worker meets). Instead the end of a queued task's ctx is
-// noticed where it matters:
+// Nothing watches a queued task's ctx: a watch costs a registration per
+// task (context.AfterFunc: about 1 µs and 500 B, and on the one ctx a
+// consumer loop or a server passes to every task, a mutex that every
+// producer and worker meets). The end of a queued task's ctx is noticed
+// where it matters instead:
 //
 //   - at the head of its key's queue, as it would start (job.Run, and a
-//     Batcher's run for its messages): it never runs, and the key's next
-//     task does not wait for it;
+//     Batcher's run): it never runs, and the key's next task goes on;
 //   - by a caller waiting for it: Do watches its own ctx, Task.Wait the
-//     task's ctx as well as its own;
+//     task's as well;
 //   - at a cap: before a per-key or the global cap refuses a submission or
-//     makes it wait, the tasks whose ctx has ended are dropped (sweep), so
-//     that they never cause another to be refused or to wait; and while a
-//     submission waits for room, the ctxs of the tasks holding that room
-//     are watched for it, so that their end lets it in at once (watch.go).
+//     makes it wait, tasks whose ctx has ended are dropped (sweep); and
+//     while a submission waits for room, the ctxs of the tasks holding it
+//     are watched, so their end lets it in at once (watch.go).
 
-// sweep drops the tasks of m (locked) that have not started and whose
-// submitter's ctx has ended, those a running batch has taken from the
-// queue included. If it found none it reports false with m still locked;
-// else it releases m (m may retire: the caller must look its key up again),
-// ends them as canceled and reports true.
+// sweep drops m's (locked) tasks that have not started and whose ctx has
+// ended, those a running batch has taken included. If none, it reports
+// false with m still locked; else it unlocks m (which may retire: look the
+// key up again), ends them as canceled and reports true.
 func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
 	ended := e.ended(m, nil)
 	taken := e.takePlain(m, ctxEnded[K], nil)
@@ -342,13 +332,12 @@ func (e *Executor[K]) sweepKeys(keys []K) bool {
 	return swept
 }
 
-// ended appends to out the asynchronous jobs of m (locked) that have not
+// ended appends to out m's (locked) asynchronous jobs that have not
 // started and whose submitter's ctx has ended. Synchronous ones (Do,
-// DoShared, DoMany, Batcher.Do) are left to their callers, who watch their
-// ctx and withdraw them at once; and a synchronous job may be recycled as
-// soon as its caller has seen it end, so a sweep that lists one under the
-// lock could not cancel it safely once the lock is released. An
-// asynchronous job is never recycled (see job).
+// DoShared, DoMany, Batcher.Do) are left to their callers, who withdraw
+// them as their ctx ends; one may be recycled as soon as its caller has
+// seen it end, so a sweep could not cancel it safely once the lock is
+// released. An asynchronous job is never recycled.
 func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	m.EachWaiting(func(t *mailbox.Turn) {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
@@ -361,10 +350,9 @@ func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	return out
 }
 
-// cancelEnded ends the swept jobs, unlocked. A job listed twice (a
-// multi-key task in several mailboxes), or started meanwhile, is left
-// alone by cancel. Each is ended even if a callback calls runtime.Goexit
-// while an earlier one ends (forEach).
+// cancelEnded ends the swept jobs, unlocked, each even if a callback calls
+// runtime.Goexit while an earlier one ends (forEach); cancel skips a job
+// listed twice (a multi-key task) or started meanwhile.
 func (e *Executor[K]) cancelEnded(jobs []*job[K]) {
 	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], jobs[i].ctx.caller().Err()) })
 }

@@ -9,51 +9,46 @@ import (
 
 // Deadlock detection (see ErrDeadlock).
 //
-// Only a nested call, a task waiting with its own ctx, can take part in a
+// Only a nested call (a task waiting with its own ctx) can take part in a
 // cycle: a call from outside any task holds no key. So the wait-for graph
-// needs only one moving part, the nested waits in progress (blockers), and
-// is searched at the moment a nested call would wait, as PostgreSQL and
-// InnoDB search theirs, but at once rather than after a timeout. The edges:
+// has one moving part, the nested waits in progress (blockers), and is
+// searched as a nested call would wait, as PostgreSQL and InnoDB search
+// theirs, but at once rather than after a timeout. The edges:
 //
 //   - a waiting turn (queued, or parked for room) waits for the tasks that
 //     hold one of its keys, and for every multi-key turn holding one of its
 //     mailboxes or queued ahead of it there (a DoMany holds each key it
 //     reaches the head of while it waits for the others);
 //   - a turn parked for room (backpressure.Block) waits for the key's
-//     holder if one task (or a batch) holds the key exclusively, since room
-//     comes only once it ends; behind shared holders it waits for no task in
-//     particular (any of them may give room), so it adds no edge;
+//     holder if one task (or a batch) holds the key exclusively, as room
+//     comes only once it ends; behind shared holders, any of which may give
+//     room, it adds no edge;
 //   - a queued shared turn that will join a shared group (nothing exclusive
-//     holds its key or is queued ahead of it) waits for no task, only for a
-//     worker;
-//   - a turn that runs waits for nothing, unless its task is itself blocked
-//     in a nested wait: then it waits for what that wait waits for. Its task
-//     is found by its context, or, for an exclusive turn, as whoever holds
-//     its keys (a Batcher's batch runs its messages under a context of its
-//     own); a running turn of the caller's own chain closes a cycle at once;
-//   - a task that holds a key and is not blocked waits for nothing: it will
-//     return, and if it later blocks, that wait is checked in turn;
+//     holds its key or is queued ahead of it) waits only for a worker;
+//   - a running turn, or any holder, waits for what its task's nested wait
+//     waits for, if it is blocked in one; else for nothing (it will return,
+//     and a later wait is checked in turn). Its task is found by its
+//     context or, for an exclusive turn, as whoever holds its keys (a
+//     Batcher's batch runs under a context of its own); a running turn of
+//     the caller's own chain closes a cycle at once;
 //   - a plain Submit (no Turn: see plain.go) waits as an exclusive turn
-//     does, queued while it is in its key's ring (found by its position),
-//     running once a drive loop has taken it into a batch.
+//     does: queued while in its key's ring, running once in a batch.
 //
-// Holders matter only when they are blocked (the others will return), and
-// every blocked holder is a blocker, filed under the keys its chain holds.
+// Every blocked holder is a blocker, filed under the keys its chain holds.
 // The search starts from the turn the new wait is on and fails when it
-// reaches a key the caller's own chain holds: the wait would close a cycle,
-// and is refused with ErrDeadlock. The checks and the filing are serialised
-// by one lock, so of two waits that close a cycle together the second sees
-// the first. Edges between turns only ever appear at a queue's tail, behind
-// every wait already filed, so a wait found acyclic stays acyclic until a
-// later wait joins it, and that one is checked.
+// reaches a key the caller's own chain holds: the wait would close a
+// cycle, and is refused with ErrDeadlock. One lock serialises the checks
+// and the filing, so of two waits that close a cycle together the second
+// sees the first. Edges between turns only appear at a queue's tail,
+// behind every filed wait, so a wait found acyclic stays so until a later
+// wait joins it, and that one is checked.
 //
-// What it cannot see: waits outside the executor (a channel, another
-// executor, a mutex), and nested calls made with a detached ctx (they are
-// calls from outside any task). A DoMany polling for room under
-// backpressure.Block does not take part (it holds nothing while it polls),
-// nor does a wait for room behind shared holders: room may come from any of
-// them, and the check does not prove that every one waits for the caller,
-// so such a cycle lasts until a ctx ends (it is never a false refusal).
+// Not seen: waits outside the executor (a channel, another executor, a
+// mutex), nested calls made with a detached ctx (calls from outside any
+// task), a DoMany polling for room under Block (it holds nothing while it
+// polls), and a wait for room behind shared holders: room may come from
+// any of them, and the check does not prove that each waits for the
+// caller, so such a cycle lasts until a ctx ends (never a false refusal).
 
 // waits is the set of nested waits in progress.
 type waits[K comparable] struct {
@@ -247,11 +242,11 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 			continue // granted (it runs as soon as a slot is free), or ended
 		}
 		if parked, exclusive, many := t.ParkedBehind(); parked {
-			// Waiting for room, which any pending task of the key can
-			// give. Only behind an exclusive holder is that one task's to
-			// give (the queued ones wait for it too); behind shared holders
-			// or a moving queue, room may come from a task that waits for
-			// nothing: no edge.
+			// Waiting for room, which any pending task of the key can give.
+			// Only behind an exclusive holder is it that one task's to give
+			// (the queued ones wait for it too); behind shared holders or a
+			// moving queue, room may come from a task that waits for nothing:
+			// no edge.
 			if !exclusive {
 				continue
 			}

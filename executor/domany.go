@@ -64,9 +64,8 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			break
 		}
 		if !swept && err != errWaitsOnCaller {
-			// Tasks whose ctx ended may hold a key's room: drop them and
-			// try once more at once (see sweep), with a fresh job, as
-			// below.
+			// Tasks whose ctx ended may hold a key's room: drop them and try
+			// once more at once (see sweep), with a fresh job as below.
 			swept = true
 			if e.sweepReserved(func() bool { return e.sweepKeys(keys) }) {
 				j = e.syncJob(ctx, fn, zero, &keys)
@@ -75,14 +74,13 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			}
 		}
 		if v == backpressure.Wait {
-			// Waiting in line on every key would hold room on the free
-			// ones, which a task nested on them may need while it holds
-			// a key this DoMany waits for (see backpressure.Block): a
-			// DoMany polls instead. Each try is a fresh job: a giving-up
-			// Close may still hold the withdrawn one (it lists the queued
-			// tasks, then cancels them unlocked), and must find it
-			// canceled, not queued again for the next try. The GC takes
-			// it, like a rejected one.
+			// Waiting in line on every key would hold room on the free ones,
+			// which a task nested on them may need while it holds a key this
+			// DoMany waits for (see backpressure.Block), so a DoMany polls
+			// instead. Each try is a fresh job: a giving-up Close may still
+			// hold the withdrawn one (it lists the queued tasks, then cancels
+			// them unlocked) and must find it canceled, not queued again. The
+			// GC takes it, like a rejected one.
 			if err = e.pause(ctx, backoff, outer); err == nil {
 				j = e.syncJob(ctx, fn, zero, &keys)
 				entries = j.turn.InitMany(j, len(keys))
@@ -99,9 +97,8 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 
 // enqueueManyHanded is enqueueMany for a call that may have been let in
 // from the global waiting room (handed): the next waiter's turn comes once
-// j is queued or was refused on a key (see room), even if a Policy exits
-// the goroutine. A DoMany that meets a full key does not keep a place in
-// line (see backpressure.Block), so its retries do not hold the turn.
+// j is queued or refused on a key, even if a Policy exits the goroutine. A
+// DoMany keeps no place in line, so its retries do not hold the turn.
 func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K], handed bool) (backpressure.Verdict, error) {
 	if handed {
 		defer e.room.handOn(e.takeRoom)
@@ -109,29 +106,25 @@ func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries 
 	return e.enqueueMany(ctx, j, entries, outer)
 }
 
-// enqueueMany puts a multi-key job in all its mailboxes.
+// enqueueMany puts a multi-key job in all its mailboxes. If a key is at
+// its cap, or a nested call (outer is its task) would wait on a mailbox
+// behind a DoMany that waits for the task (see waitsOnCaller), the entries
+// already queued are withdrawn and nothing is left behind.
 //
-// Deadlock freedom: enqueues of multi-key tasks are serialised by multiMu,
-// so any two of them, A and B, are queued in the same relative order (say A
-// before B) in every mailbox they share. Order all multi-key tasks that way.
-// The oldest multi-key task T that has not run finds ahead of it, in each of
-// its mailboxes, only single-key tasks (which need nothing else and finish)
-// and older multi-key tasks (which, being older than T, have run or will
-// run). So T is eventually at the head of, and granted, every mailbox:
-// no cycle of waits can form, for any key type and with no key ordering.
-//
-// If a key is at its cap, the entries already queued are withdrawn and
-// nothing is left behind.
-//
-// A nested call (outer is its task) that would wait on a mailbox behind a
-// DoMany that waits for the task is refused too (see waitsOnCaller).
+// Deadlock freedom: multiMu serialises the enqueues of multi-key tasks, so
+// any two, A and B, are queued in the same relative order (say A before
+// B) in every mailbox they share. Order all multi-key tasks that way. The
+// oldest multi-key task T that has not run finds ahead of it, in each of
+// its mailboxes, only single-key tasks (which need nothing else and
+// finish) and older multi-key tasks (which have run or will run). So T is
+// eventually at the head of, and granted, every mailbox: no cycle of waits
+// can form, for any key type and with no key ordering.
 func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K]) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
-	// asking is the mailbox whose Policy is being asked, locked. If the
-	// Policy calls runtime.Goexit (neither a return nor a panic), what this
-	// call holds is given back as the goroutine exits, as after a refusal,
-	// and so is the job's reservation: nothing is left held or queued.
+	// asking is m, locked, while its Policy is asked. If the Policy calls
+	// runtime.Goexit, what this call holds and the job's reservation are given
+	// back as the goroutine exits: nothing is left held or queued.
 	var asking *mailbox.Mailbox
 	defer func() {
 		if asking == nil {
@@ -173,10 +166,10 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			e.dispatching.Add(1) // under m's lock: before j can settle
 		}
 		if last {
-			// Accepted. Until now a giving-up Close that saw j queued
-			// left it alone (Staged); from now on it may cancel it. Under
-			// m's lock, so before m can grant j, and after every entry's
-			// mailbox is set, which that cancel reads.
+			// Accepted. Until now a giving-up Close that saw j queued left it
+			// alone (Staged); from now on it may cancel it. Under m's lock, so
+			// before m can grant j, and after every entry's mailbox is set,
+			// which that cancel reads.
 			j.turn.Commit()
 		}
 		m.Release()

@@ -11,31 +11,24 @@ import (
 )
 
 // The ledger: what an accepted task holds until it ends, what Stats count,
-// and what Close's drain waits for. Every count lives here. Acceptance,
-// refusal, cancellation and what a task holds are counted, and told to the
-// Observer, by the methods below; a start and an end are counted where fn
-// runs (invoke, runLean, a Batcher's run), the one place that knows.
+// and what Close's drain waits for; every count lives here. A start and an
+// end are counted where fn runs (invoke, runLean, a Batcher's run).
 //
 // An accepted task holds exactly one of three things until it ends:
 //
-//   - a reservation in pending: every job, Batcher message and, on an
-//     executor with a global cap (WithMaxPending), every plain task. The
-//     global cap and its waiting room count these (reserveTurn, room.go);
+//   - a reservation in pending: every job, Batcher message and, with a
+//     global cap (WithMaxPending), every plain task; the global cap and its
+//     waiting room count these (reserveTurn, room.go);
 //   - without a global cap, a queued plain task holds its place in its
-//     router shard's counts (submitted - settled, see shardCounts), which
-//     its submitter writes under the shard's lock it already holds, and the
-//     drive loops settle a batch at a time: no word that every task writes
-//     moves between the cores (admitPlain);
-//   - an uncontended Do without a global cap holds only its execution slot
+//     router shard's counts (submitted - settled), so that no word every
+//     task writes moves between the cores (see admitPlain, shardCounts);
+//   - an uncontended Do without a global cap holds only its slot
 //     (leanSlot), which the runner counts (Runner.Active).
 //
 // Close's drain (drainIfDone) waits for all three to reach 0 once the
 // executor is sealed. Each holder writes its count, then reads the others',
-// so the last one to let go sees them all at 0.
-//
-// Stats derive Queued and Running from the monotonic counts (Submitted -
-// Started - Canceled and Started - Completed), so they add up by
-// construction.
+// so the last one to let go sees them all at 0. Stats derive Queued and
+// Running from the monotonic counts, so they add up by construction.
 type ledger struct {
 	// Counters, each on its own cache line: submitters write pending and
 	// submitted, workers started and completed. Jobs and Batcher messages
@@ -78,9 +71,8 @@ func (e *Executor[K]) Stats() Stats {
 	if e.unmade() {
 		return Stats{}
 	}
-	// Load in the order the counters move (a task is submitted, then
-	// started or canceled, then completed), latest first, so that no derived
-	// gauge is ever negative.
+	// Load in the order the counters move (submitted, then started or
+	// canceled, then completed), latest first, so no derived gauge is negative.
 	e.shardsMu.Lock()
 	completed := e.counts.completed.Load()
 	for _, n := range e.shards {
@@ -121,29 +113,27 @@ func (e *Executor[K]) unreserve() {
 	}
 }
 
-// unreserveBatch gives back the reservations of n tasks that ran in one
-// drive-loop batch (mailbox.RunnerOptions.Ran). It serves only executors without
-// a global cap: nobody waits for room there, only Close's drain counts
-// reservations, so one atomic operation can stand for the whole batch.
+// unreserveBatch gives back the reservations of a drive-loop batch's n
+// tasks (RunnerOptions.Ran) in one atomic add. Only without a global cap:
+// then nobody waits for room, and only Close's drain counts.
 func (e *Executor[K]) unreserveBatch(n int) {
 	if e.pending.Add(-int64(n)) == 0 {
 		e.drainIfDone()
 	}
 }
 
-// settlePlain gives back the reservations that n plain tasks of m (which
-// has its plain core by then) held in their shard's counts, and lets
-// Close return if they were the last (see drainIfDone).
+// settlePlain gives back the places that n plain tasks of m (which has its
+// plain core by then) held in their shard's counts, and lets Close return
+// if they were the last (see admitPlain).
 func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
 	plainCoreIn[K](m).counts.settled.Add(uint64(n))
 	e.drainIfDone()
 }
 
-// drainIfDone lets Close return once the executor is sealed (closed, and
-// every router shard's lock seen since: see seal) and no task holds
-// anything (see "The ledger"). It is called as the last reservation is
-// given back, as a plain batch's are (settlePlain), and as a slot is given
-// back (mailbox.RunnerOptions.Released); Close calls it once it has sealed.
+// drainIfDone lets Close return once the executor is sealed (see seal) and
+// no task holds anything (see "The ledger"). It is called as the last
+// reservation, a plain batch's places (settlePlain) or a slot
+// (RunnerOptions.Released) is given back, and by Close once sealed.
 func (e *Executor[K]) drainIfDone() {
 	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
 		e.drain()
@@ -152,10 +142,9 @@ func (e *Executor[K]) drainIfDone() {
 
 func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
 
-// plainHeld is how many queued plain tasks hold a reservation in their
-// shard's counts (see admitPlain): none on an executor with a global cap,
-// whose plain tasks reserve as any other. It is read once Close has
-// sealed the executor, when no shard's submitted count moves any more,
+// plainHeld is how many queued plain tasks hold a place in their shard's
+// counts (see admitPlain); none with a global cap. It is read once Close
+// has sealed the executor, when no shard's submitted count moves any more
 // and settled only grows towards it.
 func (e *Executor[K]) plainHeld() uint64 {
 	if !e.batchRelease {
@@ -180,9 +169,8 @@ func (e *Executor[K]) seal() {
 	e.sealed.Store(true)
 }
 
-// reject counts and logs a refusal by backpressure, and reports it and a
-// refusal because the executor closed (ErrClosed, not in Stats.Rejected) to
-// the observer; it returns err.
+// reject counts and logs a refusal by backpressure, tells the Observer of
+// it or of one by Close (ErrClosed, not in Stats.Rejected), and returns err.
 func (e *Executor[K]) reject(err error) error {
 	if pe, ok := err.(*policyError); ok {
 		e.rejected.Add(1) // refused by backpressure, if not by a verdict
@@ -209,8 +197,8 @@ func (e *Executor[K]) reject(err error) error {
 	return err
 }
 
-// accept counts an accepted task; called with its (last) mailbox locked,
-// before the task can start. A multi-key job was stamped before its first
+// countAccepted counts an accepted task, with its (last) mailbox locked,
+// before it can start. A multi-key job was stamped before its first
 // enqueue (see stamp).
 func (e *Executor[K]) countAccepted(j *job[K]) {
 	e.submitted.Add(1)
@@ -227,20 +215,18 @@ func (e *Executor[K]) stamp(j *job[K]) {
 	}
 }
 
-// observeAccepted reports an acceptance to the observer, unlocked, once
-// nothing is left to do for the task that user code could keep from being
-// done: an Observer that calls runtime.Goexit there only ends the
-// submitter's goroutine.
+// observeAccepted tells the Observer of an acceptance, unlocked, once
+// nothing is left to do for the task: an Observer that calls
+// runtime.Goexit there only ends the submitter's goroutine.
 func (e *Executor[K]) observeAccepted() {
 	if e.obs != nil {
 		e.obs.TaskAccepted()
 	}
 }
 
-// tellAccepted tells the Observer of an acceptance, for a caller that
-// holds what a runtime.Goexit in TaskAccepted must not leave behind: if the
-// Observer calls it, exited runs as the goroutine exits. The caller checks
-// that there is an Observer, so that the path without one pays nothing.
+// tellAccepted tells the Observer of an acceptance for a caller holding
+// what a runtime.Goexit in TaskAccepted must not leave behind: exited runs
+// as the goroutine exits. The caller checks that there is an Observer.
 func (e *Executor[K]) tellAccepted(exited func()) {
 	told := false
 	defer func() {
@@ -254,9 +240,8 @@ func (e *Executor[K]) tellAccepted(exited func()) {
 
 // observeLent is observeAccepted for a nested call admitted from the
 // waiting room with its task's slot lent (park). If TaskAccepted calls
-// runtime.Goexit, the goroutine (the task's, or one it started) exits with
-// the slot taken back, as after a return, so the task's drive loop never
-// hands on a slot it does not hold.
+// runtime.Goexit, the goroutine exits with the slot taken back, so the
+// task's drive loop never hands on a slot it does not hold.
 func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
 	if e.obs != nil {
 		e.tellAccepted(func() { outer.unlend(e.runner, lent) })
@@ -270,13 +255,11 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 	e.abandoned(j.ctx, j.multi, false, err)
 }
 
-// abandoned accounts for an accepted task (with context c, and keys multi
-// if it has several) that will never run, because of err; unread: err goes
-// to the error handler.
-//
-// The task is accounted for before any user code hears of it; the error
-// handler's call is deferred, so an Observer that calls runtime.Goexit in
-// TaskCanceled does not keep the failure from it.
+// abandoned accounts for an accepted task (context c, keys multi if
+// several) that will never run, because of err; if unread, err goes to the
+// error handler. The task is accounted for before any user code hears of
+// it; the error handler's call is deferred, so an Observer that calls
+// runtime.Goexit in TaskCanceled does not keep the failure from it.
 func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
 	e.canceled.Add(1)
 	c.end()
@@ -311,14 +294,13 @@ type taskCounts struct {
 // shardCounts are a router shard's (or stripe's) counts of its plain tasks
 // (see shardLocal), on lines apart by who writes them:
 //
-//   - submitted: the plain tasks queued on the shard's keys, counted by
-//     their submitters under the shard's lock (queuePlain), in the count
-//     the shard keeps beside its lock (mailbox.Mailbox.Count);
-//   - started and completed, by the drive loops that run them;
-//   - settled: the queued plain tasks that have ended and given back their
-//     reservation, on an executor without a global cap (batchRelease),
-//     where submitted - settled is what the shard's tasks hold for Close's
-//     drain (see admitPlain); by the drive loops, once a batch.
+//   - submitted: by their submitters under the shard's lock (queuePlain),
+//     in the count the shard keeps beside its lock (Mailbox.Count);
+//   - started and completed: by the drive loops that run them;
+//   - settled: those that ended and gave back their place, by the drive
+//     loops a batch at a time, without a global cap (batchRelease), where
+//     submitted - settled is what the shard's tasks hold for Close's drain
+//     (see admitPlain).
 type shardCounts struct {
 	submitted *atomic.Uint64
 	taskCounts

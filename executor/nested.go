@@ -39,18 +39,16 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 }
 
 // waitsOnCaller reports whether a blocking nested call made with ctx, if
-// queued on m now (locked), would wait behind a multi-key task that needs a
-// key the calling task, or one it is nested in, holds. That task cannot run
-// before the caller returns, nor the call before that task (a DoMany holds
-// each key it reaches the head of while it waits for the others): a cycle
-// that would last until the call's ctx ends. Every task ahead of the call
-// is in m's queue or holds m, and none that arrives later gets ahead of it.
-// It searches only the nested caller's own chain, before the call is
-// queued; cycles through other tasks' nested calls are found once it is
-// queued and about to wait (see deadlock.go).
-//
-// It walks the key's queue under its lock, only where a multi-key task may
-// be queued (see mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
+// queued on m (locked) now, would wait behind a multi-key task that needs
+// a key held by the calling task or one it is nested in. That task cannot
+// run before the caller returns, nor the call before that task (a DoMany
+// holds each key it reaches the head of while it waits for the others): a
+// cycle lasting until the call's ctx ends. Every task ahead of the call is
+// in m's queue or holds m, and none that arrives later gets ahead of it.
+// Only the caller's own chain is searched; cycles through other tasks'
+// nested calls are found once the call is about to wait (see deadlock.go).
+// The walk is made only where a multi-key task may be queued
+// (mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
 	found := false
 	m.EachManyAhead(nil, func(t *mailbox.Turn) { found = found || e.needsHeld(ctx, t) })
@@ -89,11 +87,9 @@ func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 
 // A task blocked in a nested call lends its execution slot to the work it
 // waits for, so nesting never exhausts the pool (see WithWorkers). The
-// methods below are that lending, on the calling task's context (outer);
-// a nil outer is a call from outside any task, which has no slot to lend.
-// The task's job marks the slot lent (lentBit); only the nested call that
-// set the mark owns the slot. The calling task is
-// blocked in the call, so its job stays its own meanwhile.
+// task's job marks the slot lent (lentBit), and only the nested call that
+// set the mark owns the slot; the task is blocked in the call, so its job
+// stays its own meanwhile. A nil outer (outside any task) lends nothing.
 
 // slot says where an inline run's execution slot came from.
 type slot uint8
@@ -107,12 +103,11 @@ const (
 // lendSlot marks j's slot lent; false if a nested call has it already.
 func (j *core[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
 
-// fresh clears a lent mark that a task left on its core as it ended: a
-// nested call made from a goroutine the task started may still borrow the
-// slot then, and its unlent, finding the task ended, leaves the core alone.
-// The core's next task (a recycled job's, or the next plain task of the
-// mailbox) starts with its slot its own; without this its nested calls
-// could not lend it, and on a full pool would wait for a slot forever.
+// fresh clears a lent mark that a task left on its core as it ended (a
+// nested call from a goroutine the task started may still hold the slot,
+// and its unlent leaves an ended task's core alone), so the core's next
+// task starts with its slot its own: otherwise its nested calls could not
+// lend it, and on a full pool would wait for a slot forever.
 func (j *core[K]) fresh() {
 	if j.bits.Load()&lentBit != 0 {
 		j.bits.And(^lentBit)
@@ -142,12 +137,10 @@ func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 }
 
 // lend gives the calling task's slot to other work while a nested call
-// waits. It reports whether it did.
-//
-// On an executor whose uncontended Do holds its slot instead of a
-// reservation (leanDo), the lent slot is covered by a reservation taken
-// before it is given up and given back once it is taken back (unlend):
-// Close's drain, which counts both, never sees the task as gone.
+// waits, and reports whether it did. Under leanDo the lent slot is covered
+// by a reservation taken before it is given up and given back once it is
+// taken back (unlend), so Close's drain, which counts slots and
+// reservations, never sees the task as gone.
 func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
 	j := outer.live()
 	if j == nil || !j.lendSlot() {

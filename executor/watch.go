@@ -10,38 +10,32 @@ import (
 // Watching the room a waiting submission waits for.
 //
 // Nothing watches a queued task's ctx (see "Lazy cancellation" in
-// admit.go), so a task whose ctx ends while a submission waits for room
-// would hold its place until its queue reached it, and the submission
-// would wait for a task that will never run. So while anyone waits for
-// room, the ctxs of the asynchronous tasks that hold it are watched
-// (context.AfterFunc), and the end of one sweeps the keys its tasks were
-// seen on at once (sweepKey, on the goroutine AfterFunc starts, where the
-// swept tasks' callbacks run): the room they free lets the waiter in.
-// (Synchronous tasks need no watch: their callers withdraw them as their
-// ctx ends.)
+// admit.go), so a task whose ctx ended would hold room until its queue
+// reached it, and a submission waiting for that room would wait for a task
+// that will never run. So while anyone waits for room, the ctxs of the
+// asynchronous tasks holding it are watched (context.AfterFunc), and the
+// end of one sweeps the keys its tasks were seen on (sweepKey, on
+// AfterFunc's goroutine, where the swept tasks' callbacks run). Synchronous
+// tasks need no watch: their callers withdraw them.
 //
 // The waiters of one room share one watch (roomWatch), which watches each
-// distinct ctx (by its Done channel) once, and ends with the last of them.
-// Its cost is the waiters', never a queued task's, and it is bounded by
-// what holds room: a watch is brought back to what is ahead now (sync)
-// rather than growing with each waiter, so a room that never empties (a
-// hot key under Block, each submission with a ctx of its own) does not
-// keep a registration per submission it ever let in.
+// distinct ctx (by its Done channel) once and ends with the last waiter.
+// Its cost is the waiters', never a queued task's, and is bounded by what
+// holds room: each look drops what it did not find (prune), so a room that
+// never empties (a hot key under Block, each submission with its own ctx)
+// keeps no registration per submission it ever let in.
 //
-//   - A key's waiting room (watchKey): the key's tasks that have not
-//     started, queued or in a running batch, and the submissions parked
-//     before the waiter, its own included once it is let in (nobody
-//     enters the key's queue ahead of it otherwise). Each waiter looks at
-//     the key's mailbox under its lock, and syncs the watch.
-//   - The executor's waiting room (watchGlobal, WithMaxPending): the same,
-//     over every key. The first waiter looks at every mailbox, one shard
-//     lock at a time; a later one only adds its own ctx (nobody else takes
-//     room while anyone waits), and looks again only when the watch has
-//     grown to twice what the last look found, so that the look costs
-//     each waiter O(1) amortised. A submission that took its reservation
-//     before the first waiter came and enters its queue after that look is
-//     the one not watched: its end is noticed at its queue's head, or by
-//     the next look.
+//   - A key's room (watchKey): the key's unstarted tasks, queued or in a
+//     running batch, and the submissions parked before the waiter, its own
+//     included once let in (nobody else enters ahead of it). Each waiter
+//     looks at the key's mailbox under its lock.
+//   - The executor's room (watchGlobal, WithMaxPending): the same, over
+//     every key. The first waiter looks at every mailbox, one shard lock at
+//     a time; a later one adds only its own ctx (nobody else takes room
+//     while anyone waits), and looks again once the watch has doubled since
+//     the last look: O(1) amortised per waiter. A submission that reserved
+//     before the first waiter and is queued after that look is not watched:
+//     its end is noticed at its queue's head, or by the next look.
 
 // roomWatch is the watch shared by the submissions waiting in one room.
 // Guarded by Executor.watchMu.
@@ -65,10 +59,9 @@ type seen[K comparable] struct {
 	key K
 }
 
-// watchKey watches, for a submission about to wait in key's waiting room
-// (m, locked), the ctxs of what is ahead of it; own is its own ctx if it is
-// asynchronous, else nil. It returns what the submission calls as it
-// leaves the room, admitted or not.
+// watchKey watches, for a submission about to wait in key's room (m
+// locked), the ctxs of what is ahead of it, and own (its ctx if it is
+// asynchronous). It returns what the submission calls as it leaves.
 func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (leave func()) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -98,9 +91,8 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 	}
 }
 
-// watchGlobal is watchKey for a submission on key about to wait in the
-// executor's waiting room. It takes the router's shard locks, so the
-// caller holds none.
+// watchGlobal is watchKey for the executor's room. It takes the router's
+// shard locks, so the caller holds none.
 func (e *Executor[K]) watchGlobal(key K, own context.Context) (leave func()) {
 	w, gen, look := e.joinGlobal(key, own)
 	if look {
@@ -220,8 +212,7 @@ func (w *roomWatch[K]) prune(gen uint64) {
 	w.looked = len(w.watched)
 }
 
-// unwatch is a waiter leaving w; it ends the watch, and reports true, if
-// it was the last.
+// unwatch is a waiter leaving w; the last one ends the watch (true).
 func (e *Executor[K]) unwatch(w *roomWatch[K]) bool {
 	if w.waiters--; w.waiters > 0 {
 		return false
