@@ -18,24 +18,21 @@ import (
 // Every user callback (fn, an Observer, a Policy, the error handler, the
 // logger's core) runs where a failure is contained: a panic in one is
 // recovered on the spot and reported, so it never unwinds through a drive
-// loop, a held lock or a reservation. This file holds the wrappers for all
-// but fn, whose panics and Goexits invoke contains.
+// loop, a held lock or a reservation. This file wraps all but fn, whose
+// panics and Goexits invoke contains.
 //
 // A runtime.Goexit cannot be contained: the goroutine exits. Three rules
-// make it leave nothing behind, wherever a callback runs: a task is
-// accounted for before any callback hears of it (see finished, abandoned,
-// Batcher.end); whatever the calling goroutine holds (a key, a slot, a
-// reservation, a task not yet settled) is given back in a deferred call
-// (see runHeld, cancel, withdraw, tellAccepted); and a loop
-// over tasks that calls back goes on as the goroutine exits (forEach).
-// Deferred calls in a frame that callers block in are kept out of it
-// (see withdraw).
+// make it leave nothing behind: a task is accounted for before any
+// callback hears of it (finished, abandoned, Batcher.end); what the calling
+// goroutine holds (a key, a slot, a reservation, an unsettled task) is
+// given back in a deferred call (runHeld, cancel, withdraw, tellAccepted),
+// kept out of frames that callers block in (see withdraw); and a loop over
+// tasks that calls back goes on as the goroutine exits (forEach).
 
-// defaultLogger is what an executor logs to without WithLogger: errors only
-// (recovered panics and unread failures), as JSON lines on stderr, and
-// warnings too if the caller asked for slow-task warnings (warn), which
-// would otherwise go nowhere. A recovered panic is never silent;
-// zap.NewNop() silences it on purpose.
+// defaultLogger is what an executor logs to without WithLogger: errors
+// (recovered panics and unread failures) as JSON lines on stderr, and
+// warnings too if slow-task warnings were asked for (warn). A recovered
+// panic is never silent; zap.NewNop() silences it on purpose.
 func defaultLogger(warn bool) *zap.Logger {
 	level := zapcore.ErrorLevel
 	if warn {
@@ -123,8 +120,7 @@ func (c safeCore) Sync() (err error) {
 }
 
 // callbackPanicked reports a panic recovered from a user callback other
-// than fn, at error level and rate-limited (a callback that panics on every
-// event would flood the log).
+// than fn, at error level, rate-limited: one may panic on every event.
 func (e *Executor[K]) callbackPanicked(what string, v any) {
 	if ce := e.limited.Check(zap.ErrorLevel, what+" panicked"); ce != nil {
 		ce.Write(zap.Any("panic", v), zap.ByteString("stack", debug.Stack()))
@@ -279,8 +275,7 @@ func forEach(from, n int, f func(i int)) {
 	}
 }
 
-// whyNotRun says, for the log, why an accepted task was withdrawn before it
-// started.
+// whyNotRun says, for the log, why an accepted task never started.
 func whyNotRun(err error) string {
 	switch {
 	case errors.Is(err, ErrClosed):

@@ -79,10 +79,10 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	return err
 }
 
-// giveUp fails every task that has not started with ErrClosed, those a
-// drive loop has taken into a batch behind a running task included (see
-// Mailbox.EachWaiting), and cancels the contexts of running ones. It is the
-// one place where Close gives up.
+// giveUp, the one place where Close gives up, fails with ErrClosed every
+// task that has not started, those a drive loop took into a batch behind a
+// running task included (Mailbox.EachWaiting), and cancels the contexts
+// of running ones.
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
 	var (
@@ -93,13 +93,11 @@ func (e *Executor[K]) giveUp() {
 		m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
 		plain = e.takePlain(m, takeAll, plain)
 	})
-	// Turns granted their keys but still waiting for a slot (shared
-	// readers granted together, a multi-key task granted its last key) are
-	// in no mailbox's queue: the runner's ready queue holds them.
+	// Turns granted their keys but waiting for a slot (shared readers, a
+	// multi-key task granted its last key) are in the runner's ready queue.
 	e.runner.EachGranted(func(t *mailbox.Turn) { waiting = append(waiting, t) })
-	// Each is ended even if a callback calls runtime.Goexit while an
-	// earlier one ends (forEach): the rest, of both kinds, are ended as the
-	// goroutine exits.
+	// Each is ended even if a callback calls runtime.Goexit while an earlier
+	// one ends: the rest, of both kinds, end as the goroutine exits (forEach).
 	forEach(0, 2, func(kind int) {
 		if kind == 0 {
 			// Plain tasks taken out end as they would have when their
@@ -107,19 +105,17 @@ func (e *Executor[K]) giveUp() {
 			e.endTakenAll(plain, ErrClosed)
 			return
 		}
-		// cancel also settles the task, so its Wait returns and the drain
-		// that Close waits for counts it. (A multi-key task queued in
-		// several mailboxes is listed once per mailbox, and one that has
-		// started is left alone: cancel is a no-op for both.)
+		// cancel also settles the task, so its Wait returns and Close's
+		// drain counts it. It is a no-op for a multi-key task listed again
+		// (queued in several mailboxes) and for one that has started.
 		forEach(0, len(waiting), func(i int) { e.cancel(jobOf[K](waiting[i]), ErrClosed) })
 	})
 }
 
-// stopIdle waits for the pond workers of a pool the executor owns to exit.
-// Every drive loop has returned by now, so pond's queue is empty and each
-// worker exits as soon as it sees that. (pond's StopAndWait would do the
-// same, but it submits its stop to pond's global default pool, which ties
-// unrelated executors together and breaks testing/synctest bubbles.)
+// stopIdle waits for the pond workers of a pool the executor owns to exit:
+// every drive loop has returned, so pond's queue is empty. (pond's
+// StopAndWait would submit its stop to pond's global default pool, which
+// ties unrelated executors together and breaks testing/synctest bubbles.)
 func stopIdle(p pond.Pool) {
 	for p.RunningWorkers() > 0 {
 		time.Sleep(10 * time.Microsecond)

@@ -52,15 +52,13 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
-	// watchMu guards watches and global: the ctxs watched for the
-	// submissions waiting in a key's waiting room, and in the executor's
-	// (see watch.go). Only a submission that waits for room takes it.
+	// watchMu guards watches and global, the room watches of the keys and of
+	// the executor (see watch.go); only a submission waiting for room takes it.
 	watchMu sync.Mutex
 	watches map[K]*roomWatch[K]
 	global  *roomWatch[K]
 
-	// ledger: what accepted tasks hold, the counts behind Stats, and
-	// Close's drain (see ledger.go).
+	// ledger: what tasks hold, the counts behind Stats, Close's drain.
 	ledger
 
 	closed atomic.Bool
@@ -74,9 +72,9 @@ type Executor[K comparable] struct {
 	closing     chan struct{} // closed when Close starts
 
 	// dispatching counts submitters between enqueueing a task on an idle
-	// mailbox and spawning its drive loop. The task may be canceled and
-	// settled in that window, letting Close drain; Close waits for these
-	// before it waits for the runner, so no loop starts after Close returns.
+	// mailbox and starting its drive loop; the task may be canceled and
+	// settled in that window, letting Close drain, so Close waits for these
+	// before the runner: no loop starts after Close returns.
 	dispatching sync.WaitGroup
 
 	room  room     // submissions waiting for executor-wide room
@@ -119,9 +117,8 @@ type Settings struct {
 	Started        time.Time     // when New returned
 }
 
-// unmade reports whether e is nil or an Executor that New did not make (its
-// zero value, held by value in a struct): every method then answers with
-// ErrNilExecutor or a zero value.
+// unmade reports whether e is nil or was not made by New (a zero value
+// held by value in a struct).
 func (e *Executor[K]) unmade() bool { return e == nil || e.router == nil }
 
 // Settings returns what e was configured with.

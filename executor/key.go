@@ -5,10 +5,9 @@ import (
 	"reflect"
 )
 
-// keyCheck says what a key of type K must be checked for before it is used,
-// decided once from K's type (see keyCheckOf). Most key types (strings,
-// integers, pointers, structs of those) can neither hold a NaN nor fail to
-// hash, and pay nothing.
+// keyCheck says what a key of type K must be checked for, decided once from
+// K's type (keyCheckOf). Most key types (strings, integers, pointers and
+// structs of those) can hold no NaN and cannot fail to hash: they pay nothing.
 type keyCheck uint8
 
 const (
@@ -95,8 +94,7 @@ func (e *Executor[K]) validateAll(keys []K) error {
 const dedupMaxScan = 16
 
 // dedup removes keys that share a mailbox (in striped mode, a stripe),
-// keeping first occurrences. The keys are valid (see validate), so they can
-// be used in a map.
+// keeping first occurrences; valid keys (see validate) can key a map.
 func (e *Executor[K]) dedup(keys []K) []K {
 	out := make([]K, 0, len(keys))
 	if len(keys) <= dedupMaxScan {

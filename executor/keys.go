@@ -134,10 +134,9 @@ func (h *loadHeap[K]) offer(l KeyLoad[K], n int) {
 	}
 }
 
-// nameOf names a busy mailbox (locked): its key, or in striped mode the key
-// of a task it holds or queues (its oldest task's: a plain task's ctx, or
-// a Turn's job, names it), falling back to the last key that used it (a
-// shared group running with nothing queued).
+// nameOf names a busy mailbox (locked): its key or, in striped mode, the
+// key of its oldest task or of its holder, else the last key that used it
+// (a shared group running with nothing queued).
 func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if !e.router.Striped() {
 		return k

@@ -7,20 +7,17 @@ import (
 )
 
 // room is the executor's waiting room for executor-wide room (WithMaxPending
-// under a policy that waits): a FIFO semaphore over a count it does not own.
-// The count is the executor's pending reservations, which Close's drain
-// reads too, so room only hands out units of it: take adds one if there is
-// room, and a waiter that is handed one holds a reservation. No barging:
-// while anyone waits, new submissions line up behind them (see reserveTurn).
+// under a policy that waits): a FIFO semaphore over a count it does not
+// own, the pending reservations, which Close's drain reads too; a waiter
+// handed a unit holds a reservation. No barging: while anyone waits, new
+// submissions line up behind them (see reserveTurn).
 //
-// Handed a unit, a waiter still has to take its place in its key's queue,
-// on its own goroutine. So that waiters enter in the order they waited, one
-// at a time is let in: the one handed a unit has the turn until it has
-// taken its place (or was refused there), and only then does it hand the
-// turn on (handOn), and the next waiter its unit. Until then it counts as
-// waiting, so that a new submission does not overtake it either. A waiter
-// that leaves with a unit handed meanwhile gives the turn and the unit
-// back, so neither is lost.
+// A waiter handed a unit must still take its place in its key's queue. So
+// that waiters enter in the order they waited, the one handed a unit has
+// the turn, and counts as waiting, until it has taken its place or was
+// refused; only then does it hand the turn on (handOn), and the next
+// waiter its unit. A waiter that leaves with a unit handed meanwhile gives
+// back both, so neither is lost.
 type room struct {
 	mu      sync.Mutex
 	waiters []*roomWaiter // guarded by mu; oldest first
@@ -94,9 +91,9 @@ func (r *room) handLocked(take func() bool) {
 	}
 }
 
-// handOn is called by the waiter that has the turn once it has taken its
-// place in its key's queue, or was refused: the next waiter's turn comes,
-// and with it a unit if there is room.
+// handOn, called by the waiter with the turn once placed in its key's
+// queue or refused, gives the next waiter the turn, and a unit if there is
+// room.
 func (r *room) handOn(take func() bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -109,11 +106,11 @@ func (r *room) handOn(take func() bool) {
 }
 
 // awaitEntering is for a caller that may not wait in line but finds the
-// room busy: if the only one there is the waiter that has the turn, it
-// waits until that one hands it on. It reports whether the caller may look
-// for room again (nobody waits any more, or the one with the turn has taken
-// its place), and whether it stopped because ctx ended or closing closed.
-// Others waiting in line: neither.
+// room busy: if the only one there is the waiter with the turn, it waits
+// until that one hands it on. It reports whether the caller may look for
+// room again (nobody waits, or the turn's holder is placed), and whether
+// it stopped because ctx ended or closing closed; with others in line,
+// neither.
 func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (again, ended bool) {
 	r.mu.Lock()
 	w := r.turn
@@ -139,12 +136,11 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 	return false, true
 }
 
-// parkGlobal waits in the room for executor-wide room until ctx ends or the
-// executor closes; while it waits, the ctxs of the tasks that hold room are
-// watched (watchGlobal: key and own are the submission's). On success the
-// caller holds a reservation and the room's turn (handed true), which it
-// hands on (e.room.handOn) once it has taken its place in its key's queue
-// or was refused.
+// parkGlobal waits in the room for executor-wide room until ctx ends or
+// the executor closes, watching meanwhile the ctxs of the tasks that hold
+// room (watchGlobal: key and own are the submission's). On success the
+// caller holds a reservation and the room's turn (handed), which it hands
+// on (room.handOn) once placed in its key's queue or refused.
 func (e *Executor[K]) parkGlobal(ctx context.Context, key K, own context.Context) (handed bool, err error) {
 	defer e.watchGlobal(key, own)()
 	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {

@@ -9,12 +9,10 @@ import (
 )
 
 // watchSlow is the slow-task watcher (WithSlowTaskWarning): every d/4 it
-// looks at every live mailbox and reports each hold older than d once. It
-// is the executor's only goroutine of its own; Close stops it (stopWatch).
-//
-// The Observer and the logger are called on the watcher's goroutine. If
-// one calls runtime.Goexit, a fresh watcher takes over as the goroutine
-// exits: later slow tasks are still reported, and Close still stops it.
+// reports each hold older than d once. It is the executor's only goroutine
+// of its own; Close stops it (stopWatch). If the Observer or the logger
+// calls runtime.Goexit on it, a fresh watcher takes over as it exits, so
+// later slow tasks are still reported and Close still stops it.
 func (e *Executor[K]) watchSlow(d time.Duration) {
 	stopped := false
 	defer func() {
