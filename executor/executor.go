@@ -56,7 +56,7 @@ type Executor[K comparable] struct {
 	// the executor (see watch.go); only a submission waiting for room takes it.
 	watchMu sync.Mutex
 	watches map[K]*roomWatch[K]
-	global  *roomWatch[K]
+	global  roomWatch[K]
 
 	// ledger: what tasks hold, the counts behind Stats, Close's drain.
 	ledger

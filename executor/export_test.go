@@ -40,10 +40,7 @@ func WatchedCtxs[K comparable](e *Executor[K], key K) int {
 func GlobalWatch[K comparable](e *Executor[K]) (ctxs int, ok bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
-	if e.global == nil {
-		return 0, false
-	}
-	return len(e.global.watched), true
+	return len(e.global.watched), e.global.waiters > 0
 }
 
 // Waiting is how many of key's tasks wait, not started, as plain slots and

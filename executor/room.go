@@ -142,7 +142,8 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 // caller holds a reservation and the room's turn (handed), which it hands
 // on (room.handOn) once placed in its key's queue or refused.
 func (e *Executor[K]) parkGlobal(ctx context.Context, key K, own context.Context) (handed bool, err error) {
-	defer e.watchGlobal(key, own)()
+	e.watchGlobal(key, own)
+	defer e.leaveGlobal()
 	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {
 		if e.closed.Load() {
 			e.room.handOn(e.takeRoom)

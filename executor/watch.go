@@ -91,51 +91,54 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 	}
 }
 
-// watchGlobal is watchKey for the executor's room. It takes the router's
-// shard locks, so the caller holds none.
-func (e *Executor[K]) watchGlobal(key K, own context.Context) (leave func()) {
-	w, gen, look := e.joinGlobal(key, own)
-	if look {
-		// Unlocked: the shard locks come before watchMu (see watchKey).
-		// What others add meanwhile carries gen or newer, and stays.
-		var ahead []seen[K]
-		e.router.Each(func(k K, m *mailbox.Mailbox) { ahead = e.aheadIn(m, k, ahead) })
-		e.watchMu.Lock()
-		defer e.watchMu.Unlock()
-		for _, s := range ahead { // w is still e.global: its waiter has not left
-			e.watch(w, gen, s.ctx, s.key)
-		}
-		w.prune(gen)
+// watchGlobal is watchKey for the executor's room: the caller, a
+// submission on key about to wait there, calls leaveGlobal as it leaves.
+// It takes the router's shard locks, so the caller holds none. The watch
+// is kept between waits (emptied as the last waiter leaves), so a wait with
+// nothing to watch allocates nothing.
+func (e *Executor[K]) watchGlobal(key K, own context.Context) {
+	gen, look := e.joinGlobal(key, own)
+	if !look {
+		return
 	}
-	return func() {
-		e.watchMu.Lock()
-		defer e.watchMu.Unlock()
-		if e.unwatch(w) && e.global == w {
-			e.global = nil
-		}
+	// Unlocked: the shard locks come before watchMu (see watchKey). What
+	// others add meanwhile carries gen or newer, and stays.
+	var ahead []seen[K]
+	e.router.Each(func(k K, m *mailbox.Mailbox) { ahead = e.aheadIn(m, k, ahead) })
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	for _, s := range ahead {
+		e.watch(&e.global, gen, s.ctx, s.key)
 	}
+	e.global.prune(gen)
 }
 
 // joinGlobal makes the caller a waiter of the executor's watch, adds own,
 // and reports whether the caller is to look at every queue, as gen.
-func (e *Executor[K]) joinGlobal(key K, own context.Context) (w *roomWatch[K], gen uint64, look bool) {
+func (e *Executor[K]) joinGlobal(key K, own context.Context) (gen uint64, look bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
-	w = e.global
-	if w == nil {
-		w = newRoomWatch[K]()
-		e.global = w
+	w := &e.global
+	if w.watched == nil {
+		w.watched = make(map[<-chan struct{}]*watchedCtx[K])
 	}
-	w.waiters++
-	look = w.waiters == 1 || len(w.watched) > 2*w.looked+16
+	look = w.waiters == 0 || len(w.watched) > 2*w.looked+16
 	gen = w.gen
 	if look {
 		gen = w.look()
 	}
 	if own != nil {
-		e.watch(w, gen, own, key)
+		e.watch(w, gen, own, key) // before the caller counts: own's Done is user code
 	}
-	return w, gen, look
+	w.waiters++
+	return gen, look
+}
+
+// leaveGlobal is a waiter leaving the executor's room (see watchGlobal).
+func (e *Executor[K]) leaveGlobal() {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	e.unwatch(&e.global)
 }
 
 func newRoomWatch[K comparable]() *roomWatch[K] {
