@@ -718,3 +718,37 @@ func TestContextCanceledInBatch(t *testing.T) {
 		t.Errorf("Stats: %+v; want Canceled 3, balanced", s)
 	}
 }
+
+// TestContextDoneStable: fn's ctx's Done returns one channel, asked while
+// fn runs or after it returned (as context.Context requires), closed once
+// fn has returned; a ctx whose Done nobody asked while it ran gives a closed
+// channel too.
+func TestContextDoneStable(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2))
+	for _, ask := range []bool{true, false} {
+		var kept context.Context
+		var during <-chan struct{}
+		if err := e.Do(context.Background(), "k", func(ctx context.Context) error {
+			kept = ctx
+			if ask {
+				during = ctx.Done()
+				select {
+				case <-during:
+					t.Errorf("Done is closed while fn runs")
+				default:
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		after := kept.Done()
+		if ask && after != during {
+			t.Errorf("Done after fn returned is another channel than while it ran")
+		}
+		recv(t, "Done after fn returned", after)
+		if !errors.Is(kept.Err(), context.Canceled) {
+			t.Errorf("Err after fn returned: got %v; want %v", kept.Err(), context.Canceled)
+		}
+	}
+}

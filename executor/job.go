@@ -44,6 +44,11 @@ type core[K comparable] struct {
 	e     *Executor[K] // set when the core is made, never changed
 	multi *[]K         // a multi-key task's keys, deduplicated
 
+	// in is set only in the mark of a task context's child (innerCtx),
+	// which the context's state then points to: a job's or a mailbox's
+	// core never has one.
+	in *innerCtx[K]
+
 	// bits: lentBit while a nested call borrows this running task's
 	// execution slot (only the call that sets it owns the slot).
 	bits atomic.Uint32

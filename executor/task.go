@@ -262,8 +262,8 @@ type taskCtx[K comparable] struct {
 	//   - nil: a queued plain Submit's (it gets its core as it starts; until
 	//     then a Wait on its Task reads only its key and whether it ended);
 	//   - a *core[K]: the task's job, live, nobody asked Done;
-	//   - an *innerCtx[K], tagged (see tagInner): the child Done made, which
-	//     keeps the job;
+	//   - the mark of an innerCtx[K] (a core whose in is the child): the
+	//     child Done made, which keeps the job;
 	//   - endedState: the task ended before anyone asked Done.
 	//
 	// The job is the task's only while the context has not ended: then it may
@@ -275,23 +275,18 @@ type taskCtx[K comparable] struct {
 }
 
 // endedState is the st of a context that ended with no child: the address
-// of endedMark, which is even (a uint64 is aligned to at least 4), so that
-// it is never taken for a tagged child.
+// of endedMark, compared, never read through.
 var endedState = unsafe.Pointer(&endedMark)
 
 var endedMark uint64
 
-// tagInner is the st of a context whose child is in: a pointer into in
-// with its lowest bit set, which keeps in alive and is never read through
-// before the bit is cleared (innerOf).
-func tagInner[K comparable](in *innerCtx[K]) unsafe.Pointer { return unsafe.Add(unsafe.Pointer(in), 1) }
-
-// innerOf returns the child a st holds, or nil.
+// innerOf returns the child a st holds, or nil: st is then its mark, the
+// only core whose in is set.
 func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
-	if uintptr(st)&1 == 0 {
+	if st == nil || st == endedState {
 		return nil
 	}
-	return (*innerCtx[K])(unsafe.Add(st, -1))
+	return (*core[K])(st).in
 }
 
 // setCaller makes ctx c's caller's context. context.Background() is found
@@ -379,6 +374,7 @@ func (c *taskCtx[K]) ended() bool {
 
 // innerCtx is the cancelable child of the caller's ctx that Done makes.
 type innerCtx[K comparable] struct {
+	mark   core[K] // what st points to once the child is made: mark.in is the child
 	ctx    context.Context
 	cancel context.CancelFunc
 	stop   func() bool
@@ -404,7 +400,8 @@ func (c *taskCtx[K]) Done() <-chan struct{} {
 	j := (*core[K])(st)
 	ctx, cancel := context.WithCancel(c.caller())
 	in := &innerCtx[K]{ctx: ctx, cancel: cancel, stop: context.AfterFunc(j.e.force, cancel), j: j}
-	if !atomic.CompareAndSwapPointer(&c.st, st, tagInner(in)) {
+	in.mark.in = in
+	if !atomic.CompareAndSwapPointer(&c.st, st, unsafe.Pointer(&in.mark)) {
 		// Another Done won, or the task ended meanwhile.
 		in.stop()
 		cancel()
