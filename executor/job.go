@@ -49,6 +49,11 @@ type core[K comparable] struct {
 	// core never has one.
 	in *innerCtx[K]
 
+	// counts: a plain core's, its shard's started and completed counts
+	// (see plainCoreOf); nil in a job's, whose tasks count in the
+	// executor's (ledger.counts).
+	counts *taskCounts
+
 	// bits: lentBit while a nested call borrows this running task's
 	// execution slot (only the call that sets it owns the slot).
 	bits atomic.Uint32

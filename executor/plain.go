@@ -166,7 +166,7 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 		e.abandoned(c, nil, false, err)
 		return err
 	}
-	n := plainCounts(c.job())
+	n := c.job().counts
 	outcome, start, err := e.invoke(c, n, nil, fn, stamp, func(start time.Time) { e.finished(c, n, nil, false, ErrGoexit, Failed, start) })
 	e.finished(c, n, nil, false, err, outcome, start)
 	return err
@@ -200,7 +200,7 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	e.ranAtOnce.Add(1)
 	err = fn(c)
 	returned = true
-	n := plainCounts(j) // before end: the core is m's for good, but c stops reading it
+	n := j.counts // before end: the core is m's for good, but c stops reading it
 	c.end()
 	n.completed.Add(1)
 	return err
@@ -211,7 +211,7 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 // logged; the task is accounted for (as panicked) first, in case the
 // logger calls runtime.Goexit.
 func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
-	n := plainCounts(c.job())
+	n := c.job().counts
 	c.end()
 	n.completed.Add(1)
 	if v == nil { // Since Go 1.21 panic(nil) is a *runtime.PanicNilError
@@ -425,8 +425,7 @@ func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
 // up. It keeps alive what newCtx's blocks do; a block that plain Submits
 // left unused also keeps its ended ctxs until the key's next Gos use it up.
 type plainCoreOf[K comparable] struct {
-	core[K] // first: a plain core's *core[K] is its plainCoreOf's address
-	counts  *shardCounts
+	core[K]              // its counts are its shard's
 	free    []taskCtx[K] // for context.Background(): see setCaller
 	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
 }
@@ -434,15 +433,9 @@ type plainCoreOf[K comparable] struct {
 // newPlainCore makes m's plain core (locked), with the counts of m's
 // router shard.
 func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
-	p := &plainCoreOf[K]{core: core[K]{e: e}, counts: &e.shardLocal(m).counts}
+	p := &plainCoreOf[K]{core: core[K]{e: e, counts: &e.shardLocal(m).counts.taskCounts}}
 	p.aux.V = p
 	return p
-}
-
-// plainCounts returns the started and completed counts of a plain core, j
-// (a mailbox's Aux): its shard's.
-func plainCounts[K comparable](j *core[K]) *taskCounts {
-	return &(*plainCoreOf[K])(unsafe.Pointer(j)).counts.taskCounts
 }
 
 // ctxBlock is how many task contexts newCtx carves out of one allocation.
@@ -577,7 +570,7 @@ func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) 
 		e.plainAbandoned(c, t, err)
 		return
 	}
-	outcome, start, err := e.invoke(c, plainCounts(c.job()), nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
+	outcome, start, err := e.invoke(c, c.job().counts, nil, fn, stamp, func(start time.Time) { e.plainEnded(c, t, ErrGoexit, Failed, start) })
 	e.plainEnded(c, t, err, outcome, start)
 }
 
@@ -586,7 +579,7 @@ func (e *Executor[K]) plainEnded(c *taskCtx[K], t *Task, err error, outcome Outc
 	if t != nil {
 		t.fail(err) // before the callbacks: one may never return
 	}
-	e.finished(c, plainCounts(c.job()), nil, t == nil, err, outcome, start)
+	e.finished(c, c.job().counts, nil, t == nil, err, outcome, start)
 }
 
 // plainAbandoned accounts for a plain task that will never run, because of err.
