@@ -110,11 +110,7 @@ const (
 // made sure the task ends if ctx does (as wait does), or the queued task
 // would be deaf to ctx while every slot is busy.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
-	var own context.Context // watched while it waits for room, if asynchronous
-	if j.async {
-		own = ctx
-	}
-	m, wait, err := e.admit(ctx, j.ctx.key, own, outer)
+	m, wait, err := e.admit(ctx, j.ctx.key, j.watched(), outer)
 	if err != nil {
 		return queued, err
 	}
@@ -209,11 +205,8 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	if j.done == nil {
 		j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 	}
-	var own context.Context // watched for those behind it, if it is asynchronous
-	if j.async {
-		own = j.ctx.caller()
-	}
-	defer e.watchKey(m, j.ctx.key, own)()
+	e.watchKey(m, j.ctx.key, j.watched())
+	defer e.leaveKey(j.ctx.key)
 	m.Park(j.turn.Entry())
 	m.Release()
 	if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {

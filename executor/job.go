@@ -179,6 +179,16 @@ func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 	return pe
 }
 
+// watched is the ctx a waiting room watches for j once it is ahead of
+// others (see watch.go): its caller's if j is asynchronous; a synchronous
+// job's caller withdraws it itself.
+func (j *job[K]) watched() context.Context {
+	if j.async {
+		return j.ctx.caller()
+	}
+	return nil
+}
+
 // ran accounts for a task whose fn ended with err. A job's result always
 // has a reader (a Do, a Task), so a failure is never the error handler's.
 func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {

@@ -42,7 +42,7 @@ import (
 type roomWatch[K comparable] struct {
 	waiters int                                // submissions that use it
 	watched map[<-chan struct{}]*watchedCtx[K] // by Done channel
-	gen     uint64                             // bumped by each look (sync)
+	gen     uint64                             // bumped by each look
 	looked  int                                // len(watched) after the last look
 }
 
@@ -61,8 +61,8 @@ type seen[K comparable] struct {
 
 // watchKey watches, for a submission about to wait in key's room (m
 // locked), the ctxs of what is ahead of it, and own (its ctx if it is
-// asynchronous). It returns what the submission calls as it leaves.
-func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (leave func()) {
+// asynchronous); the submission calls leaveKey as it leaves.
+func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
 	w := e.watches[key]
@@ -73,7 +73,6 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 		w = newRoomWatch[K]()
 		e.watches[key] = w
 	}
-	w.waiters++
 	gen := w.look()
 	for _, s := range e.aheadIn(m, key, nil) {
 		e.watch(w, gen, s.ctx, key)
@@ -82,12 +81,16 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 		e.watch(w, gen, own, key)
 	}
 	w.prune(gen)
-	return func() {
-		e.watchMu.Lock()
-		defer e.watchMu.Unlock()
-		if e.unwatch(w) && e.watches[key] == w {
-			delete(e.watches, key)
-		}
+	w.waiters++ // last, as in joinGlobal: a ctx's Done is user code
+}
+
+// leaveKey is a waiter leaving key's room (see watchKey): its watch is
+// there until its last waiter leaves.
+func (e *Executor[K]) leaveKey(key K) {
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	if e.watches[key].leave() {
+		delete(e.watches, key)
 	}
 }
 
@@ -138,7 +141,7 @@ func (e *Executor[K]) joinGlobal(key K, own context.Context) (gen uint64, look b
 func (e *Executor[K]) leaveGlobal() {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
-	e.unwatch(&e.global)
+	e.global.leave()
 }
 
 func newRoomWatch[K comparable]() *roomWatch[K] {
@@ -215,8 +218,8 @@ func (w *roomWatch[K]) prune(gen uint64) {
 	w.looked = len(w.watched)
 }
 
-// unwatch is a waiter leaving w; the last one ends the watch (true).
-func (e *Executor[K]) unwatch(w *roomWatch[K]) bool {
+// leave is a waiter leaving w; the last one ends the watch (true).
+func (w *roomWatch[K]) leave() bool {
 	if w.waiters--; w.waiters > 0 {
 		return false
 	}
