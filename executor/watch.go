@@ -61,27 +61,38 @@ type seen[K comparable] struct {
 
 // watchKey watches, for a submission about to wait in key's room (m
 // locked), the ctxs of what is ahead of it, and own (its ctx if it is
-// asynchronous); the submission calls leaveKey as it leaves.
-func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) {
+// asynchronous). If any of them can end it joins key's watch and reports
+// true, and calls leaveKey as it leaves; if none can, nothing ahead of it
+// ever needs watching (what is let in before it was parked ahead of it),
+// and it costs nothing.
+func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (joined bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
 	w := e.watches[key]
-	if w == nil {
-		if e.watches == nil {
-			e.watches = make(map[K]*roomWatch[K])
+	var gen uint64 // 0 until something to watch is found (a look's gen is never 0)
+	add := func(ctx context.Context) {
+		if w == nil {
+			if e.watches == nil {
+				e.watches = make(map[K]*roomWatch[K])
+			}
+			w = newRoomWatch[K]()
+			e.watches[key] = w
 		}
-		w = newRoomWatch[K]()
-		e.watches[key] = w
+		if gen == 0 {
+			gen = w.look()
+		}
+		e.watch(w, gen, ctx, key)
 	}
-	gen := w.look()
-	for _, s := range e.aheadIn(m, key, nil) {
-		e.watch(w, gen, s.ctx, key)
+	e.eachAhead(m, add)
+	if own != nil && own.Done() != nil {
+		add(own)
 	}
-	if own != nil {
-		e.watch(w, gen, own, key)
+	if gen == 0 {
+		return false
 	}
 	w.prune(gen)
 	w.waiters++ // last, as in joinGlobal: a ctx's Done is user code
+	return true
 }
 
 // leaveKey is a waiter leaving key's room (see watchKey): its watch is
@@ -107,7 +118,9 @@ func (e *Executor[K]) watchGlobal(key K, own context.Context) {
 	// Unlocked: the shard locks come before watchMu (see watchKey). What
 	// others add meanwhile carries gen or newer, and stays.
 	var ahead []seen[K]
-	e.router.Each(func(k K, m *mailbox.Mailbox) { ahead = e.aheadIn(m, k, ahead) })
+	e.router.Each(func(k K, m *mailbox.Mailbox) {
+		e.eachAhead(m, func(ctx context.Context) { ahead = append(ahead, seen[K]{ctx, k}) })
+	})
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
 	for _, s := range ahead {
@@ -148,23 +161,28 @@ func newRoomWatch[K comparable]() *roomWatch[K] {
 	return &roomWatch[K]{watched: make(map[<-chan struct{}]*watchedCtx[K])}
 }
 
-// aheadIn appends to out the ctxs, with key, of m's (locked) asynchronous
-// tasks that have not started, and of its parked asynchronous submissions.
-func (e *Executor[K]) aheadIn(m *mailbox.Mailbox, key K, out []seen[K]) []seen[K] {
+// eachAhead calls f (m locked) with the ctx of each of m's asynchronous
+// tasks that have not started, and of its parked asynchronous submissions,
+// that can end (Done not nil).
+func (e *Executor[K]) eachAhead(m *mailbox.Mailbox, f func(ctx context.Context)) {
+	see := func(ctx context.Context) {
+		if ctx.Done() != nil {
+			f(ctx)
+		}
+	}
 	async := func(t *mailbox.Turn) {
 		if j := jobOf[K](t); j.async {
-			out = append(out, seen[K]{j.ctx.caller(), key})
+			see(j.ctx.caller())
 		}
 	}
 	m.EachWaiting(async)
 	m.EachParked(async)
 	m.TakePlain(func(arg any) bool {
 		if c, _ := plainArg[K](arg); c != nil {
-			out = append(out, seen[K]{c.caller(), key})
+			see(c.caller())
 		}
 		return false // looked at, never taken
 	})
-	return out
 }
 
 // look starts a look at what is ahead: what it finds is kept, and what was
