@@ -31,7 +31,7 @@ var (
 	throughputFeeds = []feedKind{feedOwned, feedShared}
 	throughputCtxs  = []ctxKind{ctxBackground, ctxCancelShared, ctxCancelPerTask}
 	throughputKeys  = []int{1, 16, 1024, 100_000}
-	throughputImpls = []string{"actor", "perkey"} // the base first
+	throughputImpls = []string{"actor", "perkey", "floor"} // the base first; floor in api=Go only
 )
 
 // feedKind is how producers spread their tasks over the keys.
@@ -84,6 +84,9 @@ func BenchmarkThroughput(b *testing.B) {
 			for _, ck := range throughputCtxs {
 				for _, n := range throughputKeys {
 					for _, im := range throughputImpls {
+						if im == "floor" && api != "Go" {
+							continue // the floor has no Task
+						}
 						c := cell{api: api, feed: feed, ctx: ck, keys: n, impl: im}
 						b.Run(c.String(), func(b *testing.B) { benchCell(b, c) })
 					}
@@ -117,7 +120,7 @@ type cell struct {
 	feed feedKind
 	ctx  ctxKind
 	keys int
-	impl string // "actor", "perkey" or "perkey-stripes"
+	impl string // "actor", "perkey", "perkey-stripes" or "floor"
 }
 
 func (c cell) String() string {
@@ -228,6 +231,8 @@ func newTarget(ctx context.Context, c cell, ks []string) target {
 			return newSameCtxActor(ctx, ks)
 		}
 		return newCtxActor(ks)
+	case "floor":
+		return floorGoTarget{newFloorGo(runtime.GOMAXPROCS(0))}
 	case "perkey", "perkey-stripes":
 		opts := []executor.Option{executor.WithWorkers(runtime.GOMAXPROCS(0))}
 		if c.impl == "perkey-stripes" {
