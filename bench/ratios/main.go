@@ -3,11 +3,12 @@
 // cell, for BENCHMARKS.md:
 //
 //   - for each api and feed, perkey's tasks/s over the plain actor's, by ctx
-//     kind and key count (above 1 perkey is faster);
+//     kind and key count (above 1 perkey is faster); where the input has
+//     impl=floor, the floor's over the actor's and perkey's over the
+//     floor's;
 //   - for each api and feed, perkey's ns per task with a cancelable ctx
 //     over its ns per task with context.Background();
-//   - perkey's and the actor's medians themselves (tasks/s, B and allocs
-//     per task).
+//   - each impl's medians themselves (tasks/s, B and allocs per task).
 //
 // Usage:
 //
@@ -210,25 +211,12 @@ func ctxLabel(ctx string) string {
 
 func write(w io.Writer, s samples, n int) {
 	fmt.Fprintf(w, "Medians of up to %d runs per cell.\n", n)
-	for _, api := range apis {
-		for _, feed := range feeds {
-			fmt.Fprintf(w, "\n`%s`, %s feed: perkey's tasks/s over the plain actor's\n\n%s\n", api, feed, keyHeader("ctx"))
-			for _, ctx := range ctxs {
-				fmt.Fprintf(w, "| %s |", ctxLabel(ctx))
-				for _, k := range keys {
-					c := cell{api, feed, ctx, k}
-					p, ok1 := s.median(c, "perkey", "tasks/s")
-					a, ok2 := s.median(c, "actor", "tasks/s")
-					if ok1 && ok2 && a > 0 {
-						fmt.Fprintf(w, " %.2f |", p/a)
-					} else {
-						fmt.Fprint(w, " – |")
-					}
-				}
-				fmt.Fprintln(w)
-			}
-		}
-	}
+	ratios(w, s, "perkey", "actor", "perkey's tasks/s over the plain actor's")
+	// impl=floor, where the input has it: what the guarantees cost (the
+	// floor over the actor) and what the rest of perkey costs (perkey over
+	// the floor).
+	ratios(w, s, "floor", "actor", "the floor's tasks/s over the plain actor's")
+	ratios(w, s, "perkey", "floor", "perkey's tasks/s over the floor's")
 	for _, api := range apis {
 		if !slices.Contains(ctxs, "background") || len(ctxs) < 2 {
 			break // nothing to compare with Background
@@ -254,7 +242,10 @@ func write(w io.Writer, s samples, n int) {
 			}
 		}
 	}
-	for _, impl := range []string{"actor", "perkey"} {
+	for _, impl := range []string{"actor", "perkey", "floor"} {
+		if !s.has(impl) {
+			continue
+		}
 		fmt.Fprintf(w, "\nimpl=%s: M tasks/s, B/task, allocs/task\n\n%s\n", impl, keyHeader("api, feed, ctx"))
 		for _, api := range apis {
 			for _, feed := range feeds {
@@ -284,4 +275,51 @@ func write(w io.Writer, s samples, n int) {
 			}
 		}
 	}
+}
+
+// ratios writes, for each api and feed where both impls have a cell, num's
+// median tasks/s over den's, by ctx kind and key count.
+func ratios(w io.Writer, s samples, num, den, title string) {
+	for _, api := range apis {
+		for _, feed := range feeds {
+			if !s.hasAny(api, feed, num) || !s.hasAny(api, feed, den) {
+				continue
+			}
+			fmt.Fprintf(w, "\n`%s`, %s feed: %s\n\n%s\n", api, feed, title, keyHeader("ctx"))
+			for _, ctx := range ctxs {
+				fmt.Fprintf(w, "| %s |", ctxLabel(ctx))
+				for _, k := range keys {
+					c := cell{api, feed, ctx, k}
+					p, ok1 := s.median(c, num, "tasks/s")
+					a, ok2 := s.median(c, den, "tasks/s")
+					if ok1 && ok2 && a > 0 {
+						fmt.Fprintf(w, " %.2f |", p/a)
+					} else {
+						fmt.Fprint(w, " – |")
+					}
+				}
+				fmt.Fprintln(w)
+			}
+		}
+	}
+}
+
+// has reports whether any cell has samples of impl.
+func (s samples) has(impl string) bool {
+	for _, im := range s {
+		if im[impl] != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// hasAny reports whether any cell of api and feed has samples of impl.
+func (s samples) hasAny(api, feed, impl string) bool {
+	for c, im := range s {
+		if c.api == api && c.feed == feed && im[impl] != nil {
+			return true
+		}
+	}
+	return false
 }
