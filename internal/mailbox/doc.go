@@ -1,6 +1,6 @@
 // Package mailbox owns one key's FIFO queue, the holds on it, and the loop
 // that drives it on a bounded pool (Runner, which owns the execution
-// slots); the design notes are in package github.com/perkey/perkey/mailbox.
+// slots); the design notes are in the repository's mailbox/README.md.
 //
 // A Mailbox has no lock of its own: its router shard's lock guards it, so
 // that "this mailbox is idle" and "remove it from the table" are decided

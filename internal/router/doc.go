@@ -1,5 +1,5 @@
-// Package router maps keys to live mailboxes; the design notes are in
-// package github.com/perkey/perkey/router.
+// Package router maps keys to live mailboxes; the design notes are in the
+// repository's router/README.md.
 //
 // It owns the key table and the create/retire race: a mailbox is created
 // on the first submission for its key and retired when it drains, both
