@@ -240,6 +240,70 @@ func freesWaitingRoom(t *testing.T, capOpt executor.Option, ahead string) {
 	}
 }
 
+// TestContextFreesGlobalRoomQueuedLate: a submission that reserved
+// executor-wide room before anyone waited for it, and is queued only after
+// the first waiter has looked at every queue, is watched too: its ctx
+// ending lets the waiter in at once, not when a worker reaches its task.
+func TestContextFreesGlobalRoomQueuedLate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(1), executor.WithMaxPending(2),
+			executor.WithPolicy(backpressure.Block()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		bg := context.Background()
+		gate, reserved := make(chan struct{}), make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		defer open() // before Close, if the test fails early
+		executor.OnReserved(e, func(key string) {
+			if key == "late" {
+				<-reserved
+			}
+		})
+		if err := e.Go(bg, "a", func(context.Context) error { <-gate; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // it runs on the only worker, and holds one of the two places
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		var ran atomic.Bool
+		results := make(chan error, 2)
+		go func() { results <- e.Go(ctx, "late", func(context.Context) error { ran.Store(true); return nil }) }()
+		synctest.Wait() // reserved the second place, not yet queued
+		go func() { results <- e.Go(bg, "waiter", nop) }()
+		synctest.Wait() // the waiter has looked at every queue and waits for room
+		close(reserved)
+		synctest.Wait()
+		if err := <-results; err != nil {
+			t.Fatalf("the Go queued late: %v", err)
+		}
+		select {
+		case err := <-results:
+			t.Fatalf("the waiter did not wait for room: %v", err)
+		default:
+		}
+		cancel()
+		synctest.Wait()
+		select {
+		case err := <-results:
+			if err != nil {
+				t.Errorf("the waiter: got %v; want nil", err)
+			}
+		default:
+			t.Fatalf("the waiter still waits for room after the ctx of the task queued late ended")
+		}
+		open()
+		synctest.Wait()
+		if ran.Load() {
+			t.Errorf("the task whose ctx ended ran")
+		}
+		if s := e.Stats(); s.Canceled != 1 || s.Completed != 2 {
+			t.Errorf("Stats: Canceled %d, Completed %d; want 1 and 2", s.Canceled, s.Completed)
+		}
+	})
+}
+
 // TestContextWaitingRoomWatchesOnce: the submissions waiting for one key
 // share one watch, and a ctx they and the tasks ahead of them share is
 // watched once, not once per submission (a consumer loop's ctx, say: every

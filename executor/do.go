@@ -153,6 +153,9 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 		// place in key's queue decided (see room).
 		defer e.room.handOn(e.takeRoom)
 	}
+	if e.reserved != nil {
+		e.reserved(key) // a test's, between the reservation and the lock
+	}
 	for swept := false; ; swept = true {
 		m = e.router.Acquire(key)
 		if outer != nil && e.waitsOnCaller(ctx, m) {
@@ -168,6 +171,9 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 			m.Release()
 			e.unreserve()
 			return nil, false, e.reject(err)
+		}
+		if own != nil && !e.batchRelease {
+			e.watchLate(key, own) // m locked: see watchLate
 		}
 		return m, v == backpressure.Wait, nil
 	}

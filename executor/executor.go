@@ -57,6 +57,13 @@ type Executor[K comparable] struct {
 	watchMu sync.Mutex
 	watches map[K]*roomWatch[K]
 	global  roomWatch[K]
+	// globalWaiters is global.waiters, read without watchMu (watchLate).
+	globalWaiters atomic.Int32
+
+	// reserved, set only by tests (export_test.go), is called by admit
+	// once a submission on a key has reserved room, before it locks the
+	// key's mailbox: it stages interleavings no Policy can reach.
+	reserved func(K)
 
 	// ledger: what tasks hold, the counts behind Stats, Close's drain.
 	ledger

@@ -55,3 +55,8 @@ func Waiting[K comparable](e *Executor[K], key K) (plain, turns int) {
 	m.TakePlain(func(any) bool { plain++; return false })
 	return plain, turns
 }
+
+// OnReserved makes admit call f with the key of each submission that has
+// reserved room, before it locks its key's mailbox (see Executor.reserved).
+// Set it before e is used.
+func OnReserved[K comparable](e *Executor[K], f func(key K)) { e.reserved = f }

@@ -34,8 +34,8 @@ import (
 //     a time; a later one adds only its own ctx (nobody else takes room
 //     while anyone waits), and looks again once the watch has doubled since
 //     the last look: O(1) amortised per waiter. A submission that reserved
-//     before the first waiter and is queued after that look is not watched:
-//     its end is noticed at its queue's head, or by the next look.
+//     room before a waiter came may be queued after that waiter's look
+//     passed its key: it adds its own ctx as it is queued (watchLate).
 
 // roomWatch is the watch shared by the submissions waiting in one room.
 // Guarded by Executor.watchMu.
@@ -147,6 +147,7 @@ func (e *Executor[K]) joinGlobal(key K, own context.Context) (gen uint64, look b
 		e.watch(w, gen, own, key) // before the caller counts: own's Done is user code
 	}
 	w.waiters++
+	e.globalWaiters.Add(1) // before the look: see watchLate
 	return gen, look
 }
 
@@ -155,6 +156,26 @@ func (e *Executor[K]) leaveGlobal() {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
 	e.global.leave()
+	e.globalWaiters.Add(-1)
+}
+
+// watchLate adds own, the ctx of an asynchronous submission on key that
+// holds executor-wide room and is about to be queued (or parked) on m,
+// locked, to the executor's watch if anyone waits for room there. A
+// waiter's look may have missed the submission: it reserved before the
+// waiter came, and m's lock was free when the look passed m. Either this
+// load sees the waiter, counted before its look, or the look takes m's
+// lock after this submission has queued and finds it there. While nobody
+// waits it costs one atomic load.
+func (e *Executor[K]) watchLate(key K, own context.Context) {
+	if e.globalWaiters.Load() == 0 {
+		return
+	}
+	e.watchMu.Lock()
+	defer e.watchMu.Unlock()
+	if w := &e.global; w.waiters > 0 {
+		e.watch(w, w.gen, own, key)
+	}
 }
 
 func newRoomWatch[K comparable]() *roomWatch[K] {
