@@ -265,7 +265,7 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 // false with m still locked; else it unlocks m (which may retire: look the
 // key up again), ends them as canceled and reports true.
 func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
-	ended := e.ended(m, nil)
+	ended := e.ended(m, nil, nil)
 	taken := e.takePlain(m, ctxEnded[K], nil)
 	if len(ended) == 0 && len(taken) == 0 {
 		return false
@@ -303,16 +303,42 @@ func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
 }
 
 // sweepAll is sweep over every live mailbox, one shard lock at a time, for
-// the global cap.
+// the global cap. It walks only if an asynchronous task whose ctx can end
+// may be queued (Executor.cancelable): with only context.Background() and
+// synchronous callers, a submission at the cap takes no shard lock here.
+//
+// The flag is cleared before the walk and set again if the walk leaves
+// such a task queued. A submission that sets it (admit, with its key's
+// mailbox locked) either does so after this clear, or is queued before the
+// walk takes its shard's lock, and the walk finds it.
 func (e *Executor[K]) sweepAll() bool {
+	if !e.cancelable.Load() {
+		return false
+	}
+	e.cancelable.Store(false)
 	var (
 		ended []*job[K]
 		taken []takenPlain
+		left  bool // a task whose ctx can end stays queued
 	)
+	drop := func(arg any) bool {
+		c, _ := plainArg[K](arg)
+		switch {
+		case c == nil || c.caller() == background:
+			return false
+		case c.caller().Err() != nil:
+			return true
+		}
+		left = true
+		return false
+	}
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
-		ended = e.ended(m, ended)
-		taken = e.takePlain(m, ctxEnded[K], taken)
+		ended = e.ended(m, ended, &left)
+		taken = e.takePlain(m, drop, taken)
 	})
+	if left {
+		e.cancelable.Store(true)
+	}
 	e.endSwept(ended, taken)
 	return len(ended) > 0 || len(taken) > 0
 }
@@ -337,14 +363,22 @@ func (e *Executor[K]) sweepKeys(keys []K) bool {
 // DoShared, DoMany, Batcher.Do) are left to their callers, who withdraw
 // them as their ctx ends; one may be recycled as soon as its caller has
 // seen it end, so a sweep could not cancel it safely once the lock is
-// released. An asynchronous job is never recycled.
-func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
+// released. An asynchronous job is never recycled. If left is not nil, it
+// is set if an asynchronous job whose ctx can end stays (see sweepAll).
+func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K], left *bool) []*job[K] {
 	m.EachWaiting(func(t *mailbox.Turn) {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
 			return
 		}
-		if j := jobOf[K](t); j.async && j.ctx.caller().Err() != nil {
+		j := jobOf[K](t)
+		if !j.async {
+			return
+		}
+		switch ctx := j.ctx.caller(); {
+		case ctx.Err() != nil:
 			out = append(out, j)
+		case left != nil && ctx != background:
+			*left = true
 		}
 	})
 	return out

@@ -124,6 +124,38 @@ func TestContextGivesPlaceBack(t *testing.T) {
 	waitIdle(t, e)
 }
 
+// TestContextGivesGlobalPlaceBack: at the executor-wide cap, a queued task
+// whose ctx ended gives its place to the next submission: it is swept
+// before the cap refuses anyone. The second round checks that a sweep that
+// found nothing left to watch for does not leave the next cancelable task
+// unswept (see sweepAll).
+func TestContextGivesGlobalPlaceBack(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(1), executor.WithMaxPending(3))
+	for round := range 2 {
+		g, _ := block(t, e, "a") // the worker, and one place
+		ctx, cancel := context.WithCancel(context.Background())
+		task, err := e.Submit(ctx, "c", func(context.Context) error { t.Error("canceled task ran"); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.Go(context.Background(), "b", nop); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.Submit(context.Background(), "d", nop); !errors.Is(err, executor.ErrBusy) {
+			t.Fatalf("round %d: Submit at the cap: got %v; want ErrBusy", round, err)
+		}
+		cancel()
+		if _, err := e.Submit(context.Background(), "d", nop); err != nil {
+			t.Errorf("round %d: Submit into the place of a task whose ctx ended: got %v; want nil", round, err)
+		}
+		if err := task.Wait(context.Background()); !errors.Is(err, context.Canceled) {
+			t.Errorf("round %d: the canceled task's Wait: got %v; want %v", round, err, context.Canceled)
+		}
+		g.open()
+		waitIdle(t, e)
+	}
+}
+
 // blockingExec is an executor whose keys take two tasks each, and whose
 // calls at that cap wait for room (backpressure.Block).
 func blockingExec(t *testing.T) *executor.Executor[string] {

@@ -173,7 +173,12 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 			return nil, false, e.reject(err)
 		}
 		if own != nil && !e.batchRelease {
-			e.watchLate(key, own) // m locked: see watchLate
+			// m locked, so that sweepAll's walk finds this submission or
+			// sees the flag set after its clear.
+			if own != background && !e.cancelable.Load() {
+				e.cancelable.Store(true)
+			}
+			e.watchLate(key, own)
 		}
 		return m, v == backpressure.Wait, nil
 	}

@@ -59,6 +59,9 @@ type Executor[K comparable] struct {
 	global  roomWatch[K]
 	// globalWaiters is global.waiters, read without watchMu (watchLate).
 	globalWaiters atomic.Int32
+	// cancelable: under a global cap, an asynchronous task whose ctx is not
+	// context.Background() may be queued; sweepAll walks only then.
+	cancelable atomic.Bool
 
 	// reserved, set only by tests (export_test.go), is called by admit
 	// once a submission on a key has reserved room, before it locks the
