@@ -23,7 +23,9 @@
 //   - A panic in fn is recovered, logged with the key and returned as a
 //     *PanicError; the key's next task runs normally.
 //   - At a cap (WithMaxQueuePerKey, WithMaxPending) a submission fails at once
-//     with ErrBusy, or waits if WithPolicy says so.
+//     with ErrBusy, or waits if WithPolicy says so. Without one, Go and Submit
+//     never wait: a producer faster than the workers queues without bound.
+//     WithMaxPending with backpressure.Block() makes it wait for room.
 //   - A Do, DoShared or DoMany from inside a task, with the task's ctx, on a key
 //     the task holds returns ErrReentrant (WithReentrant runs it inline); on
 //     another key it completes, even with WithWorkers(1). Tasks that would wait
