@@ -308,9 +308,10 @@ func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
 // synchronous callers, a submission at the cap takes no shard lock here.
 //
 // The flag is cleared before the walk and set again if the walk leaves
-// such a task queued. A submission that sets it (admit, with its key's
-// mailbox locked) either does so after this clear, or is queued before the
-// walk takes its shard's lock, and the walk finds it.
+// such a task queued, or parked at its key's cap (it is let in later
+// without admit). A submission that sets it (admit, with its key's mailbox
+// locked) either does so after this clear, or is queued or parked before
+// the walk takes its shard's lock, and the walk finds it.
 func (e *Executor[K]) sweepAll() bool {
 	if !e.cancelable.Load() {
 		return false
@@ -335,6 +336,12 @@ func (e *Executor[K]) sweepAll() bool {
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
 		ended = e.ended(m, ended, &left)
 		taken = e.takePlain(m, drop, taken)
+		// One parked at a key's cap enters the queue without admit.
+		m.EachParked(func(t *mailbox.Turn) {
+			if j := jobOf[K](t); j.async && j.ctx.caller() != background {
+				left = true
+			}
+		})
 	})
 	if left {
 		e.cancelable.Store(true)

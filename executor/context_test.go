@@ -156,6 +156,83 @@ func TestContextGivesGlobalPlaceBack(t *testing.T) {
 	}
 }
 
+// keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
+// executor's.
+type keyWaitsGlobalRefuses struct{}
+
+func (keyWaitsGlobalRefuses) Decide(l backpressure.Load) backpressure.Verdict {
+	switch l.Full() {
+	case backpressure.ScopeKey:
+		return backpressure.Wait
+	case backpressure.ScopeGlobal:
+		return backpressure.Reject
+	}
+	return backpressure.Admit
+}
+
+// TestContextGlobalCapSweepsLetInTask: a Submit that waited at its key's
+// cap and was let in later (which takes no new admission) is still swept
+// at the executor's cap once its ctx ends, even if a sweep ran while it
+// waited and found nothing else whose ctx could end (see sweepAll).
+func TestContextGlobalCapSweepsLetInTask(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(1), executor.WithMaxPending(4),
+			executor.WithMaxQueuePerKey(1), executor.WithPolicy(keyWaitsGlobalRefuses{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer e.Close(context.Background())
+		bg := context.Background()
+		gate := make(chan struct{})
+		open := sync.OnceFunc(func() { close(gate) })
+		defer open()
+		if err := e.Go(bg, "a", func(context.Context) error { <-gate; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait() // it holds the only worker, and one place
+		ctxDo, cancelDo := context.WithCancel(bg)
+		defer cancelDo()
+		doErr := make(chan error, 1)
+		go func() { doErr <- e.Do(ctxDo, "k", nop) }() // fills k
+		synctest.Wait()
+		ctx, cancel := context.WithCancel(bg)
+		defer cancel()
+		var ran atomic.Bool
+		sub := make(chan error, 1)
+		go func() {
+			_, err := e.Submit(ctx, "k", func(context.Context) error { ran.Store(true); return nil })
+			sub <- err
+		}()
+		synctest.Wait() // waits at k's cap
+		if err := e.Go(bg, "z", nop); err != nil {
+			t.Fatal(err) // the fourth place
+		}
+		if err := e.Go(bg, "y", nop); !errors.Is(err, executor.ErrBusy) {
+			t.Fatalf("Go at the executor's cap: got %v; want ErrBusy", err) // and a sweep found nothing
+		}
+		cancelDo() // the Do leaves k: the Submit is let in, behind the worker's task
+		synctest.Wait()
+		if err := <-doErr; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the Do whose ctx ended: got %v", err)
+		}
+		if err := <-sub; err != nil {
+			t.Fatalf("the Submit let in: got %v", err)
+		}
+		cancel()
+		if err := e.Go(bg, "w1", nop); err != nil {
+			t.Fatal(err) // the fourth place again
+		}
+		if err := e.Go(bg, "w2", nop); err != nil {
+			t.Errorf("Go at the executor's cap, with a queued task whose ctx ended: got %v; want nil", err)
+		}
+		open()
+		synctest.Wait()
+		if ran.Load() {
+			t.Errorf("the task whose ctx ended ran")
+		}
+	})
+}
+
 // blockingExec is an executor whose keys take two tasks each, and whose
 // calls at that cap wait for room (backpressure.Block).
 func blockingExec(t *testing.T) *executor.Executor[string] {
