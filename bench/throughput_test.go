@@ -97,6 +97,9 @@ func TestThroughputHarness(t *testing.T) {
 			for _, ck := range throughputCtxs {
 				for _, nk := range harnessTestKeys {
 					for _, im := range throughputImpls {
+						if im == "floor" && api != "Go" {
+							continue // as in BenchmarkThroughput
+						}
 						c := cell{api: api, feed: feed, ctx: ck, keys: nk, impl: im}
 						t.Run(c.String(), func(t *testing.T) {
 							if testing.Short() && nk >= 100_000 {
