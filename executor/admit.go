@@ -265,7 +265,7 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 // false with m still locked; else it unlocks m (which may retire: look the
 // key up again), ends them as canceled and reports true.
 func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
-	ended := e.ended(m, nil, nil)
+	ended := e.ended(m, nil)
 	taken := e.takePlain(m, ctxEnded[K], nil)
 	if len(ended) == 0 && len(taken) == 0 {
 		return false
@@ -320,28 +320,14 @@ func (e *Executor[K]) sweepAll() bool {
 	var (
 		ended []*job[K]
 		taken []takenPlain
-		left  bool // a task whose ctx can end stays queued
+		left  bool // a task whose ctx can end stays (or may: one swept now counts)
 	)
-	drop := func(arg any) bool {
-		c, _ := plainArg[K](arg)
-		switch {
-		case c == nil || c.caller() == background:
-			return false
-		case c.caller().Err() != nil:
-			return true
-		}
-		left = true
-		return false
-	}
 	e.router.Each(func(_ K, m *mailbox.Mailbox) {
-		ended = e.ended(m, ended, &left)
-		taken = e.takePlain(m, drop, taken)
-		// One parked at a key's cap enters the queue without admit.
-		m.EachParked(func(t *mailbox.Turn) {
-			if j := jobOf[K](t); j.async && j.ctx.caller() != background {
-				left = true
-			}
-		})
+		ended = e.ended(m, ended)
+		taken = e.takePlain(m, ctxEnded[K], taken)
+		if !left { // parked ones included: they are let in without admit
+			e.eachAsync(m, func(ctx context.Context) { left = left || ctx != background })
+		}
 	})
 	if left {
 		e.cancelable.Store(true)
@@ -370,22 +356,14 @@ func (e *Executor[K]) sweepKeys(keys []K) bool {
 // DoShared, DoMany, Batcher.Do) are left to their callers, who withdraw
 // them as their ctx ends; one may be recycled as soon as its caller has
 // seen it end, so a sweep could not cancel it safely once the lock is
-// released. An asynchronous job is never recycled. If left is not nil, it
-// is set if an asynchronous job whose ctx can end stays (see sweepAll).
-func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K], left *bool) []*job[K] {
+// released. An asynchronous job is never recycled.
+func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	m.EachWaiting(func(t *mailbox.Turn) {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
 			return
 		}
-		j := jobOf[K](t)
-		if !j.async {
-			return
-		}
-		switch ctx := j.ctx.caller(); {
-		case ctx.Err() != nil:
+		if j := jobOf[K](t); j.async && j.ctx.caller().Err() != nil {
 			out = append(out, j)
-		case left != nil && ctx != background:
-			*left = true
 		}
 	})
 	return out

@@ -186,21 +186,28 @@ func newRoomWatch[K comparable]() *roomWatch[K] {
 // tasks that have not started, and of its parked asynchronous submissions,
 // that can end (Done not nil).
 func (e *Executor[K]) eachAhead(m *mailbox.Mailbox, f func(ctx context.Context)) {
-	see := func(ctx context.Context) {
+	e.eachAsync(m, func(ctx context.Context) {
 		if ctx.Done() != nil {
 			f(ctx)
 		}
-	}
+	})
+}
+
+// eachAsync calls f (m locked) with the caller's ctx of each of m's
+// asynchronous tasks that have not started (queued, or in a running batch)
+// and of its parked asynchronous submissions. A plain Go with
+// context.Background() has none to give.
+func (e *Executor[K]) eachAsync(m *mailbox.Mailbox, f func(ctx context.Context)) {
 	async := func(t *mailbox.Turn) {
 		if j := jobOf[K](t); j.async {
-			see(j.ctx.caller())
+			f(j.ctx.caller())
 		}
 	}
 	m.EachWaiting(async)
 	m.EachParked(async)
 	m.TakePlain(func(arg any) bool {
 		if c, _ := plainArg[K](arg); c != nil {
-			see(c.caller())
+			f(c.caller())
 		}
 		return false // looked at, never taken
 	})
