@@ -205,7 +205,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
 	m.e, m.own = e, true
 	m.task.ops = &e.subOps
-	if err := e.enqueueMessage(ctx, key, &m.job, &m.ctx, &m.caller, m); err != nil {
+	if err := e.enqueueMessage(ctx, key, &m.job, &m.ctx, m); err != nil {
 		return nil, err
 	}
 	return &m.task, nil
@@ -284,8 +284,7 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 		// A queued message's first touch is a likely cache miss: one type
 		// switch gives its message, job and (for Submit's) context, with no
 		// interface lookup and no load of j.ctx, so the misses of successive
-		// messages overlap; a caller's context.Background() is known without
-		// reading it.
+		// messages overlap.
 		var j *job[K]
 		var c *taskCtx[K]
 		var msg M
@@ -299,12 +298,10 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 			j, msg = jobOf[K](t), t.Work().(message[M]).message()
 			c = j.ctx
 		}
-		if p := c.parent; p != &background {
-			if err := (*p).Err(); err != nil {
-				e.abandon(j, err) // left out: its ctx ended before the batch started
-				t.Leave()         // its Wait returns, and its room is free, now
-				continue
-			}
+		if err := c.parent.Err(); err != nil {
+			e.abandon(j, err) // left out: its ctx ended before the batch started
+			t.Leave()         // its Wait returns, and its room is free, now
+			continue
 		}
 		if closed {
 			e.abandon(j, ErrClosed)
@@ -414,11 +411,9 @@ func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs Batch
 }
 
 // enqueueMessage queues the job j of a Batcher message w on key, with task
-// context c, whose caller's ctx is kept at home (setCaller). j's fn is
-// queuedOnly: the group's run calls the batch's fn.
-func (e *Executor[K]) enqueueMessage(ctx context.Context, key K, j *job[K], c *taskCtx[K], home *context.Context, w mailbox.Work) error {
-	c.key = key
-	c.setCaller(ctx, home)
+// context c. j's fn is queuedOnly: the group's run calls the batch's fn.
+func (e *Executor[K]) enqueueMessage(ctx context.Context, key K, j *job[K], c *taskCtx[K], w mailbox.Work) error {
+	c.key, c.parent = key, ctx
 	e.bind(j, queuedOnly, c)
 	j.async = true
 	j.turn.Init(w, false)

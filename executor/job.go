@@ -277,7 +277,7 @@ func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) erro
 }
 
 // bind makes j a call of fn, run with the task context c, whose caller's
-// ctx is set (setCaller). Nothing else can see c yet.
+// ctx is set. Nothing else can see c yet.
 func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx[K]) *job[K] {
 	c.st = unsafe.Pointer(&j.core)
 	j.fn, j.ctx = fn, c

@@ -231,29 +231,16 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 }
 
 // plainSub is a plain Submit's one allocation: the caller's Task and fn's
-// ctx (48 bytes with a string key and context.Background(); 64, as a
-// plainSubHome, with another ctx). It keeps no result (see Task.fail) and
+// ctx (64 bytes with a string key). It keeps no result (see Task.fail) and
 // no position (a Wait finds it by its address: plainAhead).
 type plainSub[K comparable] struct {
 	task Task
 	ctx  taskCtx[K]
 }
 
-// plainSubHome is a plainSub with a home for its caller's ctx (setCaller),
-// for a ctx other than context.Background().
-type plainSubHome[K comparable] struct {
-	plainSub[K] // first: a *plainSub is its plainSubHome's address
-	caller      context.Context
-}
-
 // newPlainSub makes the plainSub of a Submit with ctx.
 func newPlainSub[K comparable](ctx context.Context) *plainSub[K] {
-	if ctx == background {
-		return &plainSub[K]{ctx: taskCtx[K]{parent: &background}}
-	}
-	h := new(plainSubHome[K])
-	h.ctx.setCaller(ctx, &h.caller)
-	return &h.plainSub
+	return &plainSub[K]{ctx: taskCtx[K]{parent: ctx}}
 }
 
 // plainOf returns the plainSub whose Task t is.
@@ -426,7 +413,7 @@ func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
 // left unused also keeps its ended ctxs until the key's next Gos use it up.
 type plainCoreOf[K comparable] struct {
 	core[K]              // its counts are its shard's
-	free    []taskCtx[K] // for context.Background(): see setCaller
+	free    []taskCtx[K] // for context.Background(): see goCtx
 	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
 }
 
@@ -446,7 +433,7 @@ const ctxBlock = 8
 // tasks. All is written under the shard's lock but the counts the drive
 // loops write, on lines of their own (see shardCounts).
 type shardLocal[K comparable] struct {
-	free   []ctxHome[K]
+	free   []taskCtx[K]
 	counts shardCounts
 }
 
@@ -466,16 +453,15 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 }
 
 // newCtx returns a context for a Do of m (locked), carved from a block of
-// ctxBlock made for m's router shard. Each has a home for its caller's ctx
-// (48 bytes with a string key), whatever that ctx, so the shard's next Dos
-// use the block up. Each is a task's own, never reused: one that fn keeps
+// ctxBlock made for m's router shard (40 bytes each with a string key).
+// Each is a task's own, never reused: one that fn keeps
 // never speaks for a later task, but keeps its block alive, with the
 // others' callers' ctxs; and the block being carved keeps the shard's
 // ended contexts until it is used up (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox, ctx context.Context) *taskCtx[K] {
-	h := carve(&e.shardLocal(m).free, ctxBlock)
-	h.c.setCaller(ctx, &h.caller)
-	return &h.c
+	c := carve(&e.shardLocal(m).free, ctxBlock)
+	c.parent = ctx
+	return c
 }
 
 // carve returns the next item of the block *free, first making a block of
@@ -553,7 +539,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	} else {
 		c = new(taskCtx[K])
 	}
-	c.parent, c.key, c.st = &background, e.router.KeyOf(m), unsafe.Pointer(&p.core)
+	c.parent, c.key, c.st = background, e.router.KeyOf(m), unsafe.Pointer(&p.core)
 	return c
 }
 

@@ -26,8 +26,10 @@ var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(
 // taskOps is how a Task reaches the submission it is part of: a Task is
 // always a field of one (a Batcher message's submission, or a plain
 // Submit's plainSub) at a fixed offset, and each op steps back to it (see
-// subOf, plainOf). An executor keeps one taskOps per kind: one pointer,
-// where an interface would take two words, keeps a plainSub at 48 bytes.
+// subOf, plainOf). An executor keeps one taskOps per kind, which also
+// reach the executor: one pointer keeps a plainSub at 64 bytes, where an
+// interface to it would take two words and the plainSub a third for the
+// executor (80 bytes).
 type taskOps struct {
 	// result is fn's error, or why the task never ran; read once it ended.
 	result func(t *Task) error
@@ -166,9 +168,8 @@ func (t *Task) fail(err error) {
 // Task, in one object; a Batcher.Submit's message embeds it.
 type submission[K comparable] struct {
 	job[K]
-	ctx    taskCtx[K]
-	task   Task
-	caller context.Context // ctx's caller's (see setCaller)
+	ctx  taskCtx[K]
+	task Task
 }
 
 // subOf returns the submission whose Task t is.
@@ -243,18 +244,14 @@ type marker interface {
 // Close cancels running tasks, and when fn returns; while fn runs it marks
 // the keys the task holds, for nested calls to see.
 //
-// It is a Do's only allocation (32 bytes with a string key and
-// context.Background(), 48 with another ctx: see newTaskCtx). fn may keep
+// It is a Do's only allocation (40 bytes with a string key). fn may keep
 // it (hand it to a goroutine, say), so it is never recycled: what is
 // recycled lives in the job it names while the task is alive. Nothing more
 // is allocated unless fn asks for Done, which makes a cancelable child of
 // the caller's ctx.
 type taskCtx[K comparable] struct {
-	// parent points to the caller's ctx: to background, or to a field of
-	// the object the context is part of (see setCaller), so that the
-	// common context.Background() costs one word, not an interface's two.
-	parent *context.Context
-	key    K // a single-key task's (a multi-key task's are its job's)
+	parent context.Context // the caller's
+	key    K               // a single-key task's (a multi-key task's are its job's)
 
 	// st is the task's state, one word, read atomically once the context can
 	// be shared:
@@ -289,37 +286,13 @@ func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
 	return (*core[K])(st).in
 }
 
-// setCaller makes ctx c's caller's context. context.Background() is found
-// at background; any other is kept at home, which must be a field of the
-// object c is part of (or c's own home, see newTaskCtx).
-func (c *taskCtx[K]) setCaller(ctx context.Context, home *context.Context) {
-	if ctx == background {
-		c.parent = &background
-		return
-	}
-	*home = ctx
-	c.parent = home
-}
-
-// ctxHome is a task context with a home for its caller's ctx.
-type ctxHome[K comparable] struct {
-	c      taskCtx[K]
-	caller context.Context
-}
-
-// newTaskCtx makes a task context for the caller's ctx, on its own: with
-// a home for ctx unless it is context.Background().
+// newTaskCtx makes a task context for the caller's ctx, on its own.
 func newTaskCtx[K comparable](ctx context.Context) *taskCtx[K] {
-	if ctx == background {
-		return &taskCtx[K]{parent: &background}
-	}
-	h := new(ctxHome[K])
-	h.c.setCaller(ctx, &h.caller)
-	return &h.c
+	return &taskCtx[K]{parent: ctx}
 }
 
 // caller is the caller's ctx.
-func (c *taskCtx[K]) caller() context.Context { return *c.parent }
+func (c *taskCtx[K]) caller() context.Context { return c.parent }
 
 // load returns the context's state (see st).
 func (c *taskCtx[K]) load() unsafe.Pointer { return atomic.LoadPointer(&c.st) }
