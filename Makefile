@@ -1,7 +1,8 @@
 # Developer tasks for perkey. `make test` runs the README's test command;
 # `make lint` checks formatting and runs go vet and staticcheck; `make bench`
 # compares perkey with its baselines (see bench/doc.go) and `make
-# bench-throughput` runs the throughput harness alone; `make profile` writes
+# bench-throughput` runs the throughput harness alone (`make bench-bounded` its
+# bounded cells); `make profile` writes
 # the CPU profiles quoted in BENCHMARKS.md. bench/ is a module of its own;
 # ./bench/ reaches it from here through go.work.
 
@@ -37,7 +38,7 @@ BENCH_TABLES := \
 	IdleMemory:actor-retiring,perkey,mutexmap,locker \
 	BatchSink:ideal,batcher,per-message
 
-.PHONY: test lint bench bench-throughput bench-tables benchstat profile
+.PHONY: test lint bench bench-throughput bench-bounded bench-tables benchstat profile
 
 # The README's test command: every module of go.work (./... at the root stops
 # at the nested modules).
@@ -71,6 +72,16 @@ bench-throughput: benchstat
 	$(THROUGHPUT_ROUNDS) | tee throughput.out
 	$(MAKE) -s bench-tables BENCH_OUT=throughput.out
 	go run ./bench/ratios throughput.out
+
+# The bounded cells (BenchmarkThroughputBounded) into bounded.out, in rounds
+# as above: perkey bounded two ways beside the actor and unbounded perkey.
+bench-bounded: benchstat
+	go test -c -o bench.test ./bench/
+	for i in $$(seq $(BENCH_COUNT)); do \
+		./bench.test -test.run '^$$' -test.bench '^BenchmarkThroughputBounded$$/$(THROUGHPUT)' -test.benchtime=$(THROUGHPUT_TASKS)x \
+			-test.benchmem -test.count=1 -test.timeout $(BENCH_TIMEOUT); \
+	done | tee bounded.out
+	$(BENCHSTAT) -filter '.unit:tasks/s' -col '/impl@(actor perkey perkey-bounded perkey-keycap)' bounded.out
 
 # bench-tables prints BENCH_OUT (default bench.out) as BENCH_TABLES says.
 BENCH_OUT ?= bench.out

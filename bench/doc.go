@@ -102,6 +102,14 @@
 //   - keys=1, 16, 1024, 100000: one hot key; a few, fewer than the actor's
 //     goroutines could keep busy; many; far more keys than tasks in flight.
 //
+// Unbounded, perkey never slows a producer down: its backlog grows where
+// the actor's producers block on full channels. BenchmarkThroughputBounded
+// (make bench-bounded) runs the cells of 1, 16 and 1,024 keys for perkey
+// bounded as its users bound it, waiting for room under
+// backpressure.Block(): impl=perkey-bounded with WithMaxPending(10_000)
+// (the README's example), impl=perkey-keycap with WithMaxQueuePerKey(64)
+// (the actor's own bound, per key), beside the actor and unbounded perkey.
+//
 // Every task bumps its own key's counter, padded to a cache line, and
 // nothing else: no word is written by every task (a shared WaitGroup.Done
 // per task would slow the fastest implementation most). Completion is

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/perkey/perkey/backpressure"
 	"github.com/perkey/perkey/executor"
 )
 
@@ -32,6 +33,12 @@ var (
 	throughputCtxs  = []ctxKind{ctxBackground, ctxCancelShared, ctxCancelPerTask}
 	throughputKeys  = []int{1, 16, 1024, 100_000}
 	throughputImpls = []string{"actor", "perkey", "floor"} // the base first; floor in api=Go only
+
+	// BenchmarkThroughputBounded's: perkey bounded as a user bounds a
+	// producer that outruns the workers, beside the actor and unbounded
+	// perkey, at the key counts where the bound binds.
+	throughputBoundedImpls = []string{"actor", "perkey", "perkey-bounded", "perkey-keycap"}
+	throughputBoundedKeys  = []int{1, 16, 1024}
 )
 
 // feedKind is how producers spread their tasks over the keys.
@@ -96,6 +103,28 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// BenchmarkThroughputBounded runs the harness's cells at 1, 16 and 1,024
+// keys for perkey bounded two ways, each waiting for room under
+// backpressure.Block(), as a send on a full channel does: impl=perkey-bounded
+// is the README's advice, WithMaxPending(10_000); impl=perkey-keycap is the
+// actor's own bound, WithMaxQueuePerKey(64). The actor and unbounded perkey
+// run beside them. Every producer outruns the workers here, so once the
+// bound binds, every submission waits for room.
+func BenchmarkThroughputBounded(b *testing.B) {
+	for _, api := range throughputAPIs {
+		for _, feed := range throughputFeeds {
+			for _, ck := range throughputCtxs {
+				for _, n := range throughputBoundedKeys {
+					for _, im := range throughputBoundedImpls {
+						c := cell{api: api, feed: feed, ctx: ck, keys: n, impl: im}
+						b.Run(c.String(), func(b *testing.B) { benchCell(b, c) })
+					}
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkThroughputStriped runs the harness's cells for perkey in
 // striped mode (WithStripes(64)): every key hashes onto one of 64 fixed
 // mailboxes, so a stripe's queue holds many keys' tasks. It has no actor
@@ -120,7 +149,7 @@ type cell struct {
 	feed feedKind
 	ctx  ctxKind
 	keys int
-	impl string // "actor", "perkey", "perkey-stripes" or "floor"
+	impl string // "actor", "perkey", "perkey-stripes", "perkey-bounded", "perkey-keycap" or "floor"
 }
 
 func (c cell) String() string {
@@ -233,10 +262,19 @@ func newTarget(ctx context.Context, c cell, ks []string) target {
 		return newCtxActor(ks)
 	case "floor":
 		return floorGoTarget{newFloorGo(runtime.GOMAXPROCS(0))}
-	case "perkey", "perkey-stripes":
+	case "perkey", "perkey-stripes", "perkey-bounded", "perkey-keycap":
 		opts := []executor.Option{executor.WithWorkers(runtime.GOMAXPROCS(0))}
-		if c.impl == "perkey-stripes" {
+		switch c.impl {
+		case "perkey-stripes":
 			opts = append(opts, executor.WithStripes(64))
+		case "perkey-bounded":
+			opts = append(opts, executor.WithMaxPending(10_000), executor.WithPolicy(backpressure.Block()))
+		case "perkey-keycap":
+			// The actor's bound: a producer waits once its key has
+			// throughputInbox tasks queued, where the actor's blocks on a full
+			// channel (the README's advice for a producer faster than
+			// its workers).
+			opts = append(opts, executor.WithMaxQueuePerKey(throughputInbox), executor.WithPolicy(backpressure.Block()))
 		}
 		e, err := executor.New[string](opts...)
 		if err != nil {

@@ -124,6 +124,35 @@ func TestThroughputHarness(t *testing.T) {
 	}
 }
 
+// TestThroughputBoundedHarness runs the bounded cells (see
+// BenchmarkThroughputBounded) at a small number of tasks, checked as
+// TestThroughputHarness checks its cells. At 3 keys the per-key bound
+// binds; the executor-wide one (10,000) only at the benchmark's sizes.
+func TestThroughputBoundedHarness(t *testing.T) {
+	const n = 4000
+	for _, api := range throughputAPIs {
+		for _, feed := range throughputFeeds {
+			for _, ck := range throughputCtxs {
+				for _, im := range []string{"perkey-bounded", "perkey-keycap"} {
+					c := cell{api: api, feed: feed, ctx: ck, keys: 3, impl: im}
+					t.Run(c.String(), func(t *testing.T) {
+						st := newStrictTally(c.keys)
+						r := newRun(c, keys(c.keys), st.fns, n, newTarget)
+						err := runBounded(t, r)
+						r.release()
+						if err != nil {
+							t.Fatal(err)
+						}
+						if err := st.verify(r); err != nil {
+							t.Error(err)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
 // TestThroughputPlan checks the feeding patterns: every task goes to some
 // key; owned, each key is fed by one producer only, and min(8, keys)
 // producers run; shared, 8 producers run and each feeds every key once it

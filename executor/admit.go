@@ -25,9 +25,9 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 // cap (leanSlot): nobody waits in the room there, so it is never let in
 // from it and has no turn to hand on.
 func (e *Executor[K]) reserve(ctx context.Context, key K) error {
-	handed, err := e.reserveTurn(ctx, key, nil)
-	if handed {
-		e.room.handOn(e.takeRoom)
+	handed, err := e.reserveTurn(ctx, key, false, nil)
+	if handed != nil {
+		e.room.handOn(handed, e.takeRoom)
 	}
 	return err
 }
@@ -35,27 +35,28 @@ func (e *Executor[K]) reserve(ctx context.Context, key K) error {
 // reserveTurn counts a submission against the global cap and against
 // Close: either it sees closed, or Close sees it pending (both sides write,
 // then read the other's word). At the cap the policy decides: reject, or
-// wait in the executor's FIFO waiting room; one let in from it has the
-// room's turn (handed: see room). Before the cap refuses anyone or makes
+// wait in the executor's FIFO waiting room; one let in from it is in
+// transit (handed: see room) until it ends that with room.handOn. Before the cap refuses anyone or makes
 // anyone wait, tasks whose ctx has ended are dropped from every queue
-// (sweepAll), once. A waiting submission is on key; own is its ctx if it
-// is asynchronous, else nil (see watchGlobal).
-func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Context) (handed bool, err error) {
+// (sweepAll), once. A waiting submission is on key, or on several (many:
+// a DoMany); own is its ctx if it is asynchronous, else nil (see
+// watchGlobal).
+func (e *Executor[K]) reserveTurn(ctx context.Context, key K, many bool, own context.Context) (handed *roomWaiter, err error) {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
 		e.unreserve()
-		return false, e.reject(ErrClosed)
+		return nil, e.reject(ErrClosed)
 	}
 	limit := e.cfg.maxPending
 	if limit == 0 || (n <= int64(limit) && !e.room.busy()) {
-		return false, nil
+		return nil, nil
 	}
 	e.unreserve()
 	nested := e.innermost(ctx) != nil
 	for retry := e.sweepAll(); ; retry = true {
 		if retry {
 			if n = e.pending.Add(1); n <= int64(limit) && !e.room.busy() {
-				return false, nil
+				return nil, nil
 			}
 			e.unreserve()
 		}
@@ -69,9 +70,9 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Contex
 		again, ended := e.room.awaitEntering(ctx, e.closing)
 		if ended {
 			if err := ctx.Err(); err != nil {
-				return false, err
+				return nil, err
 			}
-			return false, e.reject(ErrClosed)
+			return nil, e.reject(ErrClosed)
 		}
 		if !again {
 			break
@@ -81,16 +82,16 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, own context.Contex
 	load := backpressure.Load{TotalPending: max(int(n-1), limit), TotalLimit: limit}
 	v, err := e.decide(load, backpressure.ScopeGlobal)
 	if err != nil {
-		return false, e.reject(err)
+		return nil, e.reject(err)
 	}
 	if v == backpressure.Wait && !nested {
-		return e.parkGlobal(ctx, key, own)
+		return e.parkGlobal(ctx, key, many, own)
 	}
 	// A nested call is refused rather than made to wait: its own task (and
 	// any it is nested in, and the tasks queued behind them) hold room that
 	// is given back only once it returns. With every reservation held so,
 	// it would wait forever.
-	return false, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
+	return nil, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
 // park waits, after the mailbox parked j, until j is admitted, ctx ends or

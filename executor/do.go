@@ -143,15 +143,15 @@ func (e *Executor[K]) queueJob(ctx context.Context, j *job[K], m *mailbox.Mailbo
 // its task) is also refused when the key's queue waits for a DoMany that
 // waits for its task. own is ctx if asynchronous, else nil (reserveTurn).
 func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, outer *taskCtx[K]) (m *mailbox.Mailbox, wait bool, err error) {
-	handed, err := e.reserveTurn(ctx, key, own)
+	handed, err := e.reserveTurn(ctx, key, false, own)
 	if err != nil {
 		return nil, false, err
 	}
-	if handed {
-		// Let in from the global waiting room: the next waiter's turn
-		// comes once this call is refused, or returns with m locked, its
-		// place in key's queue decided (see room).
-		defer e.room.handOn(e.takeRoom)
+	if handed != nil {
+		// Let in from the global waiting room: its transit ends, and the
+		// next waiter on key may be let in, once this call is refused or
+		// returns with m locked, its place in key's queue decided (see room).
+		defer e.room.handOn(handed, e.takeRoom)
 	}
 	if e.reserved != nil {
 		e.reserved(key) // a test's, between the reservation and the lock

@@ -51,7 +51,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	var zero K // a multi-key task's keys are its job's
 	j := e.syncJob(ctx, fn, zero, &keys)
 	entries := j.turn.InitMany(j, len(keys))
-	handed, err := e.reserveTurn(ctx, zero, nil) // synchronous: nothing of it is watched
+	handed, err := e.reserveTurn(ctx, zero, true, nil) // synchronous: nothing of it is watched
 	if err != nil {
 		e.reuse(j)
 		return err
@@ -59,7 +59,7 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	swept := false
 	for backoff := 50 * time.Microsecond; ; backoff = min(2*backoff, 10*time.Millisecond) {
 		v, err := e.enqueueManyHanded(ctx, j, entries, outer, handed)
-		handed = false
+		handed = nil
 		if v == backpressure.Admit {
 			break
 		}
@@ -96,12 +96,12 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 }
 
 // enqueueManyHanded is enqueueMany for a call that may have been let in
-// from the global waiting room (handed): the next waiter's turn comes once
-// j is queued or refused on a key, even if a Policy exits the goroutine. A
-// DoMany keeps no place in line, so its retries do not hold the turn.
-func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K], handed bool) (backpressure.Verdict, error) {
-	if handed {
-		defer e.room.handOn(e.takeRoom)
+// from the global waiting room (handed): its transit ends once j is queued
+// or refused on a key, even if a Policy exits the goroutine. A DoMany
+// keeps no place in line, so its retries are not in transit.
+func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K], handed *roomWaiter) (backpressure.Verdict, error) {
+	if handed != nil {
+		defer e.room.handOn(handed, e.takeRoom)
 	}
 	return e.enqueueMany(ctx, j, entries, outer)
 }

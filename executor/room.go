@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -12,63 +13,67 @@ import (
 // handed a unit holds a reservation. No barging: while anyone waits, new
 // submissions line up behind them (see reserveTurn).
 //
-// A waiter handed a unit must still take its place in its key's queue. So
-// that waiters enter in the order they waited, the one handed a unit has
-// the turn, and counts as waiting, until it has taken its place or was
-// refused; only then does it hand the turn on (handOn), and the next
-// waiter its unit. A waiter that leaves with a unit handed meanwhile gives
-// back both, so neither is lost.
+// A waiter handed a unit must still take its place in its key's queue; it
+// is in transit, and counts as waiting, until it has taken its place or
+// was refused, and then says so (handOn). Units go to waiters in the
+// order they waited, and several may be in transit at once, so that room
+// freed by many tasks lets in many waiters together rather than one wake
+// after another; but only waiters on different keys (lanes): one whose
+// key a waiter in transit has waits until that one has its place, so calls
+// on one key enter its queue in the order they waited. A waiter that
+// leaves with a unit handed meanwhile gives back both, so neither is lost.
 type room struct {
 	mu      sync.Mutex
 	waiters []*roomWaiter // guarded by mu; oldest first
-	turn    *roomWaiter   // guarded by mu; handed a unit, not yet in its queue
-	waiting atomic.Int32  // live entries in waiters, and turn; readable without mu
+	transit []uint64      // guarded by mu; the lanes of the waiters in transit
+	placed  chan struct{} // guarded by mu; made on demand, closed as transit empties
+	waiting atomic.Int32  // live entries in waiters, and those in transit; readable without mu
 }
 
 // roomWaiter is a submission waiting in the room.
 type roomWaiter struct {
-	ch     chan struct{} // closed when a unit is handed over
-	gone   bool          // gave up; guarded by room.mu
-	placed chan struct{} // made on demand, closed as it hands the turn on; guarded by room.mu
+	ch   chan struct{} // closed when a unit is handed over
+	lane uint64        // its key's hash; 0 (a DoMany's): every lane
+	gone bool          // gave up; guarded by room.mu
 }
 
 // busy reports whether anyone waits, or was let in and has not yet taken
 // its place.
 func (r *room) busy() bool { return r.waiting.Load() > 0 }
 
-// wait waits in line until a unit is handed over (true: the caller has the
-// turn, and hands it on with handOn once it has taken its place), or until
-// ctx ends or closing is closed (false). A unit handed over while it was
-// leaving is passed on with giveBack, so none is lost.
-func (r *room) wait(ctx context.Context, closing <-chan struct{}, take func() bool, giveBack func()) bool {
-	w := &roomWaiter{ch: make(chan struct{})}
+// wait waits in line on lane until a unit is handed over (the waiter is
+// returned, in transit: it calls handOn once it has taken its place), or
+// until ctx ends or closing is closed (nil). A unit handed over while it
+// was leaving is passed on with giveBack, so none is lost.
+func (r *room) wait(ctx context.Context, lane uint64, closing <-chan struct{}, take func() bool, giveBack func()) *roomWaiter {
+	w := &roomWaiter{ch: make(chan struct{}), lane: lane}
 	r.mu.Lock()
 	r.waiters = append(r.waiters, w)
 	r.waiting.Add(1)
+	r.handLocked(take) // room may have appeared before w was listed
 	r.mu.Unlock()
-	r.hand(take) // room may have appeared before w was listed
 	select {
 	case <-w.ch:
-		return true
+		return w
 	case <-ctx.Done():
 	case <-closing:
 	}
 	r.mu.Lock()
 	select {
-	case <-w.ch: // handed a unit meanwhile: w has the turn
+	case <-w.ch: // handed a unit meanwhile: w is in transit
 		r.mu.Unlock()
-		r.handOn(take)
+		r.handOn(w, take)
 		giveBack()
 	default:
 		w.gone = true
 		r.waiting.Add(-1)
 		r.mu.Unlock()
 	}
-	return false
+	return nil
 }
 
-// hand gives a unit to the oldest waiter if take finds room and nobody has
-// the turn; that waiter then has it.
+// hand gives units to the oldest waiters while take finds room, in order,
+// up to the first whose lane is in transit.
 func (r *room) hand(take func() bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -77,13 +82,13 @@ func (r *room) hand(take func() bool) {
 
 // handLocked is hand with r.mu held.
 func (r *room) handLocked(take func() bool) {
-	for r.turn == nil && len(r.waiters) > 0 {
+	for len(r.waiters) > 0 {
 		w := r.waiters[0]
 		if !w.gone {
-			if !take() {
+			if r.inTransit(w.lane) || !take() {
 				return
 			}
-			r.turn = w
+			r.transit = append(r.transit, w.lane)
 			close(w.ch)
 		}
 		r.waiters[0] = nil
@@ -91,41 +96,51 @@ func (r *room) handLocked(take func() bool) {
 	}
 }
 
-// handOn, called by the waiter with the turn once placed in its key's
-// queue or refused, gives the next waiter the turn, and a unit if there is
-// room.
-func (r *room) handOn(take func() bool) {
+// inTransit reports whether a waiter on lane must wait for one in transit.
+func (r *room) inTransit(lane uint64) bool {
+	for _, l := range r.transit {
+		if l == lane || l == 0 || lane == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// handOn, called by the waiter w in transit once placed in its key's
+// queue or refused, ends its transit and hands units on if there is room.
+func (r *room) handOn(w *roomWaiter, take func() bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if w := r.turn; w.placed != nil {
-		close(w.placed)
+	i := slices.Index(r.transit, w.lane)
+	r.transit = slices.Delete(r.transit, i, i+1)
+	if len(r.transit) == 0 && r.placed != nil {
+		close(r.placed)
+		r.placed = nil
 	}
-	r.turn = nil
 	r.waiting.Add(-1)
 	r.handLocked(take)
 }
 
 // awaitEntering is for a caller that may not wait in line but finds the
-// room busy: if the only one there is the waiter with the turn, it waits
-// until that one hands it on. It reports whether the caller may look for
-// room again (nobody waits, or the turn's holder is placed), and whether
+// room busy: if the only ones there are waiters in transit, it waits until
+// they have taken their places. It reports whether the caller may look for
+// room again (nobody waits, or those in transit are placed), and whether
 // it stopped because ctx ended or closing closed; with others in line,
 // neither.
 func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (again, ended bool) {
 	r.mu.Lock()
-	w := r.turn
-	switch {
-	case r.waiting.Load() == 0:
+	switch n := int(r.waiting.Load()); {
+	case n == 0:
 		r.mu.Unlock()
 		return true, false
-	case w == nil || r.waiting.Load() > 1:
+	case len(r.transit) == 0 || n > len(r.transit):
 		r.mu.Unlock()
 		return false, false
 	}
-	if w.placed == nil {
-		w.placed = make(chan struct{})
+	if r.placed == nil {
+		r.placed = make(chan struct{})
 	}
-	placed := w.placed
+	placed := r.placed
 	r.mu.Unlock()
 	select {
 	case <-placed:
@@ -138,24 +153,29 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 
 // parkGlobal waits in the room for executor-wide room until ctx ends or
 // the executor closes, watching meanwhile the ctxs of the tasks that hold
-// room (watchGlobal: key and own are the submission's). On success the
-// caller holds a reservation and the room's turn (handed), which it hands
-// on (room.handOn) once placed in its key's queue or refused.
-func (e *Executor[K]) parkGlobal(ctx context.Context, key K, own context.Context) (handed bool, err error) {
+// room (watchGlobal: key and own are the submission's; a DoMany, many,
+// has no key of its own). On success the caller holds a reservation and
+// is in transit (handed), which it ends (room.handOn) once placed in its
+// key's queue or refused.
+func (e *Executor[K]) parkGlobal(ctx context.Context, key K, many bool, own context.Context) (handed *roomWaiter, err error) {
 	e.watchGlobal(key, own)
 	defer e.leaveGlobal()
-	if e.room.wait(ctx, e.closing, e.takeRoom, e.unreserve) {
+	var lane uint64 // every lane
+	if !many {
+		lane = max(e.router.Hash(key), 1)
+	}
+	if w := e.room.wait(ctx, lane, e.closing, e.takeRoom, e.unreserve); w != nil {
 		if e.closed.Load() {
-			e.room.handOn(e.takeRoom)
+			e.room.handOn(w, e.takeRoom)
 			e.unreserve()
-			return false, e.reject(ErrClosed)
+			return nil, e.reject(ErrClosed)
 		}
-		return true, nil
+		return w, nil
 	}
 	if ctx.Err() != nil {
-		return false, ctx.Err()
+		return nil, ctx.Err()
 	}
-	return false, e.reject(ErrClosed)
+	return nil, e.reject(ErrClosed)
 }
 
 // takeRoom takes a reservation if the executor-wide cap has room (called

@@ -18,8 +18,8 @@ import (
 // TestRoomAdmitsInOrder: calls waiting for executor-wide room on one key,
 // each visibly parked before the next is made, run in the order they
 // parked, even when room for several of them appears at once (here two
-// tasks end together): the room lets one in at a time, and the next only
-// once the one before has its place in the key's queue.
+// tasks end together): the room lets in one call of a key at a time, and
+// the next only once the one before has its place in the key's queue.
 func TestRoomAdmitsInOrder(t *testing.T) {
 	const waiters = 4
 	for _, striped := range []bool{false, true} {
@@ -100,6 +100,84 @@ func admitsInOrder(t *testing.T, round int, kind string, striped bool, waiters i
 	if want := []int{0, 1, 2, 3}; !slices.Equal(order, want) {
 		t.Errorf("round %d: %s calls ran in the order %v; want %v, the order they waited in", round, kind, order, want)
 	}
+}
+
+// TestRoomLetsInOtherKeysTogether: room for two calls waiting on
+// different keys lets both in at once, so a waiter need not wait for the
+// one let in before it to take its place; a waiter on the key of one still
+// on its way waits for it, so calls on one key enter its queue in the
+// order they waited. The first waiter is held on its way (between its
+// reservation and its key's lock) by a test hook.
+func TestRoomLetsInOtherKeysTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e, err := executor.New[string](executor.WithWorkers(4), executor.WithMaxPending(2),
+			executor.WithPolicy(backpressure.Block()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		bg := context.Background()
+		held := make(chan struct{})
+		release := sync.OnceFunc(func() { close(held) })
+		defer release()
+		var onWay atomic.Int32 // calls on "a" between their reservation and the lock
+		executor.OnReserved(e, func(key string) {
+			if key == "a" {
+				onWay.Add(1)
+				<-held
+			}
+		})
+		gateX, gateY := make(chan struct{}), make(chan struct{})
+		e.Go(bg, "x", func(context.Context) error { <-gateX; return nil })
+		e.Go(bg, "y", func(context.Context) error { <-gateY; return nil })
+		synctest.Wait() // both places taken
+		var mu sync.Mutex
+		var ran []string
+		call := func(key, name string) chan error {
+			done := make(chan error, 1)
+			go func() {
+				done <- e.Do(bg, key, func(context.Context) error {
+					mu.Lock()
+					ran = append(ran, name)
+					mu.Unlock()
+					return nil
+				})
+			}()
+			synctest.Wait() // it waits in the room before the next comes
+			return done
+		}
+		a1, b, a2 := call("a", "a1"), call("b", "b"), call("a", "a2")
+		close(gateX) // one place: a1 is let in, and held on its way
+		synctest.Wait()
+		if n := onWay.Load(); n != 1 {
+			t.Fatalf("%d calls on a on their way; want 1 (a1)", n)
+		}
+		close(gateY) // another place, while a1 is still on its way
+		synctest.Wait()
+		select {
+		case err := <-b:
+			if err != nil {
+				t.Fatalf("b: %v", err)
+			}
+		default:
+			t.Fatal("b still waits while a1 is on its way; want it let in with the second place")
+		}
+		// b's place is free again, but a2 is on a1's key: it waits for a1.
+		if n := onWay.Load(); n != 1 {
+			t.Fatalf("%d calls on a on their way; want 1: a2 must wait until a1 has its place", n)
+		}
+		release()
+		for name, ch := range map[string]chan error{"a1": a1, "a2": a2} {
+			if err := <-ch; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		}
+		if err := e.Close(bg); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		if i, j := slices.Index(ran, "a1"), slices.Index(ran, "a2"); i < 0 || j < i {
+			t.Errorf("ran %v; want a1 before a2, the order they waited in", ran)
+		}
+	})
 }
 
 // globalWaitKeyReject waits at the executor-wide cap and refuses at a

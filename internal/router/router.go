@@ -102,7 +102,16 @@ func (rt *Router[K]) Striped() bool { return rt.stripes != nil }
 
 // Index returns the stripe (striped mode) or shard a key maps to.
 func (rt *Router[K]) Index(key K) int {
-	h := maphash.Comparable(rt.seed, key)
+	return rt.index(rt.Hash(key))
+}
+
+// Hash is key's hash, from which Index picks its shard or stripe: equal
+// keys have equal hashes (the executor's waiting room tells keys apart by
+// it; two keys that share a hash are only kept in order as if one).
+func (rt *Router[K]) Hash(key K) uint64 { return maphash.Comparable(rt.seed, key) }
+
+// index is Index for a key's hash.
+func (rt *Router[K]) index(h uint64) int {
 	if rt.stripes != nil {
 		return int(h % uint64(len(rt.stripes)))
 	}
