@@ -25,7 +25,8 @@
 //   - At a cap (WithMaxQueuePerKey, WithMaxPending) a submission fails at once
 //     with ErrBusy, or waits if WithPolicy says so. Without one, Go and Submit
 //     never wait: a producer faster than the workers queues without bound.
-//     WithMaxPending with backpressure.Block() makes it wait for room.
+//     WithMaxQueuePerKey with backpressure.Block() makes it wait for room, as
+//     a send on an actor's full channel does.
 //   - A Do, DoShared or DoMany from inside a task, with the task's ctx, on a key
 //     the task holds returns ErrReentrant (WithReentrant runs it inline); on
 //     another key it completes, even with WithWorkers(1). Tasks that would wait

@@ -87,7 +87,11 @@ func WithMaxQueuePerKey(n int) Option {
 
 // WithMaxPending caps the tasks pending in the whole executor; a submission
 // beyond it meets the Policy (by default ErrBusy). 0, the default, means no cap.
-// A DoMany task counts once.
+// A DoMany task counts once. Under a policy that waits (backpressure.Block),
+// submissions at this cap wait in one line, and those of one key are let in
+// one after another, so a cap that binds all the time costs throughput: to
+// slow a producer that outruns the workers, cap each key (WithMaxQueuePerKey)
+// and leave this one room to spare.
 func WithMaxPending(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
