@@ -15,11 +15,11 @@ import (
 // Every Go and Submit, whatever its ctx and in striped mode too, is queued
 // as a plain slot of its key's mailbox (see mailbox.Plain), which the
 // mailbox reuses, not as a job with a queue node: nothing needs its Turn.
-// It allocates one object: a Submit's ctx and Task (plainSub), a Go's ctx
-// (newTaskCtx). A Go with context.Background() itself queues only fn, and
-// its ctx is made as it runs, by the goroutine that runs it (goCtx): a
-// waiting Go costs an 8-byte slot, one pointer for the collector to scan,
-// and its ctx is written on the core that reads it.
+// A Submit allocates one object, its ctx and Task (plainSub). A Go queues
+// fn and its caller's ctx alone (nothing for context.Background()), and
+// its ctx is made as it runs, by the goroutine that runs it, carved from a
+// block (goCtx): a waiting Go costs a slot (8 bytes, or 24 with a ctx), no
+// allocation of its own, and its ctx is written on the core that reads it.
 //
 // A plain task whose ctx ends while it waits is noticed lazily (see "Lazy
 // cancellation" in admit.go): a sweep takes it out of the ring, even from
@@ -37,15 +37,19 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		c.key = key
 		return e.waitPlain(m, fn, c, c)
 	}
-	// A Background ctx is made as the task runs (goCtx), with the mailbox's
-	// key, only where that is the key submitted: without stripes (a stripe's
-	// mailbox is many keys') and where equal keys are identical (checkNone;
-	// +0.0 and -0.0 are equal, and so are interfaces holding them).
-	var arg any // nil, not a nil *taskCtx: see plainArg
-	if ctx != background || e.keyCheck != checkNone || e.router.Striped() {
+	// fn's ctx is made as the task runs (goCtx), with the mailbox's key, only
+	// where that is the key submitted: without stripes (a stripe's mailbox is
+	// many keys') and where equal keys are identical (checkNone; +0.0 and
+	// -0.0 are equal, and so are interfaces holding them). The slot keeps
+	// the caller's ctx (nil for context.Background()), unless it is a task's
+	// own, which plainArg would take for the task's (a nested Go).
+	var arg any // nil, not a nil context.Context: see plainArg
+	if _, nested := ctx.(*taskCtx[K]); nested || e.keyCheck != checkNone || e.router.Striped() {
 		c := newTaskCtx[K](ctx)
 		c.key = key
 		arg = c
+	} else if ctx != background {
+		arg = ctx
 	}
 	e.queuePlain(m, fn, arg)
 	return nil
@@ -55,8 +59,10 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 // the dynamic types first, so it never calls the == of a caller's ctx type.
 var background = context.Background()
 
-// plainArg decodes a plain task's slot arg (see mailbox.Plain). A Go with
-// context.Background() has none: its ctx is made as it runs (goCtx).
+// plainArg decodes a plain task's slot arg (see mailbox.Plain): a Submit's
+// plainSub, or a Go's ctx, made as it was queued. A Go whose ctx is made as
+// it runs (goCtx) has none yet: its slot keeps its caller's ctx, or nil for
+// context.Background(), which plainCaller reads.
 func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 	switch a := arg.(type) {
 	case *plainSub[K]:
@@ -65,6 +71,16 @@ func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 		return a, nil
 	}
 	return nil, nil
+}
+
+// plainCaller is the caller's ctx of the plain task queued with arg, nil
+// for a Go with context.Background() whose ctx is made as it runs.
+func plainCaller[K comparable](arg any) context.Context {
+	if c, _ := plainArg[K](arg); c != nil {
+		return c.caller()
+	}
+	ctx, _ := arg.(context.Context)
+	return ctx
 }
 
 // doPlain is an exclusive Do without stripes from inside the task outer
@@ -413,7 +429,7 @@ func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
 // left unused also keeps its ended ctxs until the key's next Gos use it up.
 type plainCoreOf[K comparable] struct {
 	core[K]              // its counts are its shard's
-	free    []taskCtx[K] // for context.Background(): see goCtx
+	free    []taskCtx[K] // for the Gos' ctxs: see goCtx
 	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
 }
 
@@ -524,14 +540,19 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx
 		atomic.StorePointer(&c.st, unsafe.Pointer(&plainCoreIn[K](m).core))
 		return c, t
 	}
-	return e.goCtx(m, left), nil
+	caller := background
+	if ctx, ok := arg.(context.Context); ok {
+		caller = ctx
+	}
+	return e.goCtx(m, left, caller), nil
 }
 
-// goCtx makes a Background Go's ctx, with m's key (router.KeyOf) and plain
-// core. In a batch (left: its tasks yet to run, this one included) it is
-// carved from the core's block (plainCoreOf.free); a Go that a giving-up
-// Close ends (left 0) may run beside a batch, so it allocates its own.
-func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
+// goCtx makes the ctx of a Go queued with its caller's ctx alone (see
+// goPlain), with m's key (router.KeyOf) and plain core. In a batch (left:
+// its tasks yet to run, this one included) it is carved from the core's
+// block (plainCoreOf.free); a Go that a giving-up Close ends (left 0) may
+// run beside a batch, so it allocates its own.
+func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int, caller context.Context) *taskCtx[K] {
 	p := plainCoreIn[K](m)
 	var c *taskCtx[K]
 	if left > 0 && (len(p.free) > 0 || left > 1) {
@@ -539,7 +560,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int) *taskCtx[K] {
 	} else {
 		c = new(taskCtx[K])
 	}
-	c.parent, c.key, c.st = background, e.router.KeyOf(m), unsafe.Pointer(&p.core)
+	c.parent, c.key, c.st = caller, e.router.KeyOf(m), unsafe.Pointer(&p.core)
 	return c
 }
 
@@ -604,8 +625,8 @@ func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out
 // ctxEnded reports whether the ctx of the plain task queued with arg (see
 // plainArg) has ended; a Go with context.Background() has none to end.
 func ctxEnded[K comparable](arg any) bool {
-	c, _ := plainArg[K](arg)
-	return c != nil && c.caller().Err() != nil
+	ctx := plainCaller[K](arg)
+	return ctx != nil && ctx.Err() != nil
 }
 
 // takeAll is TakePlain's drop for a giving-up Close: every task.

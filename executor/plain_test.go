@@ -279,6 +279,64 @@ func TestPlainGoNested(t *testing.T) {
 	}
 }
 
+// TestPlainGoCallerCtx: a Go queued with its caller's ctx alone gets, as
+// it runs, a ctx of its own that carries the caller's values and ends with
+// it; a Go made with a running task's own ctx (a nested Go) is that
+// task's child, and is withdrawn, unrun, when the task's fn returns first.
+func TestPlainGoCallerCtx(t *testing.T) {
+	type ctxKey struct{}
+	handled := make(chan error, 1)
+	e := newExec[string](t, executor.WithWorkers(2),
+		executor.WithErrorHandler(func(_ any, err error) { handled <- err }))
+	bg := context.Background()
+
+	caller, cancel := context.WithCancel(context.WithValue(bg, ctxKey{}, "v"))
+	g, _ := block(t, e, "k") // the Go waits in the queue, as a slot
+	seen := make(chan string, 1)
+	ended := make(chan struct{})
+	err := e.Go(caller, "k", func(ctx context.Context) error {
+		v, _ := ctx.Value(ctxKey{}).(string)
+		seen <- v
+		cancel() // the caller's ctx ends while fn runs
+		<-ctx.Done()
+		close(ended)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.open()
+	if v := recv(t, "the Go to run", seen); v != "v" {
+		t.Errorf("fn's ctx carries %q; want the caller's value", v)
+	}
+	recv(t, "fn's ctx to end with the caller's", ended)
+
+	hold, _ := block(t, e, "b") // the nested Go waits behind it
+	ran := make(chan struct{}, 1)
+	outer := make(chan error, 1)
+	err = e.Go(bg, "a", func(ctx context.Context) error {
+		outer <- e.Go(ctx, "b", func(context.Context) error { ran <- struct{}{}; return nil })
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := recv(t, "the nested Go", outer); err != nil {
+		t.Fatalf("nested Go: %v", err)
+	}
+	eventually(t, "the outer task to end", func() bool { return e.Stats().Running == 1 }) // the blocker only
+	hold.open()
+	if err := recv(t, "the withdrawn Go's error", handled); !errors.Is(err, context.Canceled) {
+		t.Errorf("the nested Go's error: %v; want context.Canceled, its task's ctx ended", err)
+	}
+	waitIdle(t, e)
+	select {
+	case <-ran:
+		t.Error("the nested Go ran after its task's fn returned; want it withdrawn")
+	default:
+	}
+}
+
 // TestPlainGoBlocksAtCap: at a key's cap under Block, a Go with a ctx that
 // never ends waits for room, like any Go, and runs in its turn.
 func TestPlainGoBlocksAtCap(t *testing.T) {

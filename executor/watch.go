@@ -206,8 +206,8 @@ func (e *Executor[K]) eachAsync(m *mailbox.Mailbox, f func(ctx context.Context))
 	m.EachWaiting(async)
 	m.EachParked(async)
 	m.TakePlain(func(arg any) bool {
-		if c, _ := plainArg[K](arg); c != nil {
-			f(c.caller())
+		if ctx := plainCaller[K](arg); ctx != nil {
+			f(ctx)
 		}
 		return false // looked at, never taken
 	})
