@@ -105,22 +105,27 @@ func TestThroughputHarness(t *testing.T) {
 							if testing.Short() && nk >= 100_000 {
 								t.Skip("-short: 100,000 keys")
 							}
-							ks := keys(nk)
-							st := newStrictTally(nk)
-							r := newRun(c, ks, st.fns, n, newTarget)
-							err := runBounded(t, r)
-							r.release()
-							if err != nil {
-								t.Fatal(err)
-							}
-							if err := st.verify(r); err != nil {
-								t.Error(err)
-							}
+							checkCell(t, c, n)
 						})
 					}
 				}
 			}
 		}
+	}
+}
+
+// checkCell runs n tasks of cell c on its real implementation and checks
+// that each key ran exactly the tasks fed to it, none overlapping.
+func checkCell(t *testing.T, c cell, n int) {
+	st := newStrictTally(c.keys)
+	r := newRun(c, keys(c.keys), st.fns, n, newTarget)
+	err := runBounded(t, r)
+	r.release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.verify(r); err != nil {
+		t.Error(err)
 	}
 }
 
@@ -135,18 +140,7 @@ func TestThroughputBoundedHarness(t *testing.T) {
 			for _, ck := range throughputCtxs {
 				for _, im := range []string{"perkey-bounded", "perkey-keycap"} {
 					c := cell{api: api, feed: feed, ctx: ck, keys: 3, impl: im}
-					t.Run(c.String(), func(t *testing.T) {
-						st := newStrictTally(c.keys)
-						r := newRun(c, keys(c.keys), st.fns, n, newTarget)
-						err := runBounded(t, r)
-						r.release()
-						if err != nil {
-							t.Fatal(err)
-						}
-						if err := st.verify(r); err != nil {
-							t.Error(err)
-						}
-					})
+					t.Run(c.String(), func(t *testing.T) { checkCell(t, c, n) })
 				}
 			}
 		}
