@@ -298,7 +298,7 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 			j, msg = jobOf[K](t), t.Work().(message[M]).message()
 			c = j.ctx
 		}
-		if err := c.parent.Err(); err != nil {
+		if err := c.caller().Err(); err != nil {
 			e.abandon(j, err) // left out: its ctx ended before the batch started
 			t.Leave()         // its Wait returns, and its room is free, now
 			continue
@@ -339,11 +339,7 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	first := jobs[0].ctx
 	// The batch's context marks the key as held; a nested call marks the slot
 	// lent on the first message's job (alive until the batch settles).
-	caller := first.caller()
-	if caller != background { // context.Background() is its own WithoutCancel
-		caller = context.WithoutCancel(caller)
-	}
-	c := newTaskCtx[K](caller)
+	c := newTaskCtx[K](context.WithoutCancel(first.caller()))
 	c.key, c.st = first.key, unsafe.Pointer(&jobs[0].core)
 	var start time.Time
 	returned := false // fn returned, or its panic was recovered and reported

@@ -97,21 +97,17 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	return rt
 }
 
-// Striped reports whether the router is in striped mode.
-func (rt *Router[K]) Striped() bool { return rt.stripes != nil }
-
-// Index returns the stripe (striped mode) or shard a key maps to.
-func (rt *Router[K]) Index(key K) int {
-	return rt.index(rt.Hash(key))
-}
-
 // Hash is key's hash, from which Index picks its shard or stripe: equal
 // keys have equal hashes (the executor's waiting room tells keys apart by
 // it; two keys that share a hash are only kept in order as if one).
 func (rt *Router[K]) Hash(key K) uint64 { return maphash.Comparable(rt.seed, key) }
 
-// index is Index for a key's hash.
-func (rt *Router[K]) index(h uint64) int {
+// Striped reports whether the router is in striped mode.
+func (rt *Router[K]) Striped() bool { return rt.stripes != nil }
+
+// Index returns the stripe (striped mode) or shard a key maps to.
+func (rt *Router[K]) Index(key K) int {
+	h := rt.Hash(key)
 	if rt.stripes != nil {
 		return int(h % uint64(len(rt.stripes)))
 	}
@@ -140,7 +136,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 		}
 		return &s.mb
 	}
-	h := maphash.Comparable(rt.seed, key)
+	h := rt.Hash(key)
 	s := &rt.shards[h&rt.mask]
 	s.home.Lock()
 	f := s.fast
@@ -190,7 +186,7 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 		st.home.Lock()
 		return &st.mb
 	}
-	h := maphash.Comparable(rt.seed, key)
+	h := rt.Hash(key)
 	s := &rt.shards[h&rt.mask]
 	s.home.Lock()
 	s.settleFast() // the caller reads m, and changes nothing a fast hold needs Claim for
