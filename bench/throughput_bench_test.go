@@ -39,6 +39,10 @@ var (
 	// perkey, at the key counts where the bound binds.
 	throughputBoundedImpls = []string{"actor", "perkey", "perkey-bounded", "perkey-keycap"}
 	throughputBoundedKeys  = []int{1, 16, 1024}
+
+	// boundedMaxPending is impl=perkey-bounded's executor-wide cap, the
+	// README's example (a test lowers it, so that its few tasks meet it).
+	boundedMaxPending = 10_000
 )
 
 // feedKind is how producers spread their tasks over the keys.
@@ -268,7 +272,7 @@ func newTarget(ctx context.Context, c cell, ks []string) target {
 		case "perkey-stripes":
 			opts = append(opts, executor.WithStripes(64))
 		case "perkey-bounded":
-			opts = append(opts, executor.WithMaxPending(10_000), executor.WithPolicy(backpressure.Block()))
+			opts = append(opts, executor.WithMaxPending(boundedMaxPending), executor.WithPolicy(backpressure.Block()))
 		case "perkey-keycap":
 			// The actor's bound: a producer waits once its key has
 			// throughputInbox tasks queued, where the actor's blocks on a full

@@ -131,10 +131,12 @@ func checkCell(t *testing.T, c cell, n int) {
 
 // TestThroughputBoundedHarness runs the bounded cells (see
 // BenchmarkThroughputBounded) at a small number of tasks, checked as
-// TestThroughputHarness checks its cells. At 3 keys the per-key bound
-// binds; the executor-wide one (10,000) only at the benchmark's sizes.
+// TestThroughputHarness checks its cells. Both bounds bind: the per-key
+// one (64) at 3 keys, and the executor-wide one lowered to 64 here.
 func TestThroughputBoundedHarness(t *testing.T) {
 	const n = 4000
+	defer func(was int) { boundedMaxPending = was }(boundedMaxPending)
+	boundedMaxPending = 64
 	for _, api := range throughputAPIs {
 		for _, feed := range throughputFeeds {
 			for _, ck := range throughputCtxs {
