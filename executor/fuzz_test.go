@@ -1989,14 +1989,6 @@ func allRan(ts []*fuzzTask) bool {
 	return true
 }
 
-// plain reports whether ft is queued as a plain task (a slot in its
-// mailbox's ring, not a turn): a Go or a Submit, striped or not, let in
-// from a waiting room or not. The two share one FIFO order; only the
-// batches a drive loop takes tell them apart.
-func (r *fuzzRun) plain(ft *fuzzTask) bool {
-	return ft.kind == "Go" || ft.kind == "Submit"
-}
-
 // unitTasks is how many tasks units hold.
 func unitTasks(units []fuzzUnit) int {
 	n := 0
@@ -2012,12 +2004,6 @@ func (r *fuzzRun) detach(q, budget int) {
 	d.units, d.live = nil, true
 	for _, ft := range r.queue[q] {
 		if !runsInBatch(ft) {
-			break
-		}
-		if len(d.units) > 0 && r.plain(ft) != r.plain(d.units[0].tasks[0]) {
-			// The mailbox takes a run of plain slots and a run of turns
-			// as separate batches, each when it reaches it: a turn
-			// withdrawn before then is never taken, and takes no budget.
 			break
 		}
 		if n := len(d.units); ft.msg && n > 0 && d.units[n-1].group && len(d.units[n-1].tasks) < r.maxBatch &&

@@ -285,15 +285,15 @@ func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx
 }
 
 // recycle puts a settled synchronous job back in the pool unless something
-// may still refer to it: a canceled job may still be linked in a drive
-// loop's batch (Mailbox.OldestStamp follows its link); a giving-up Close
+// may still refer to it: a canceled job may still be in a drive loop's
+// batch (the mailbox's readers look at it there); a giving-up Close
 // cancels jobs it listed earlier; in striped mode HotKeys names a stripe
 // after the next task of a running batch (nameOf).
 func (e *Executor[K]) recycle(j *job[K]) {
 	// A multi-key job may be held by a deadlock check that met it in a queue
-	// (closesCycle). A job that ran in a batch is walked from the batch's
-	// cursor by a giving-up Close or a sweep (Mailbox.EachWaiting) while the
-	// loop runs: reused, it would relink its entry under them.
+	// (closesCycle). A job that ran in a batch stays in the batch's slots,
+	// which a giving-up Close or a sweep (Mailbox.EachWaiting) reads while
+	// the loop runs: reused, it would be queued again under them.
 	if j.turn.State() != mailbox.Done || j.turn.Batched() || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
 		return
 	}

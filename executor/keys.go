@@ -141,10 +141,10 @@ func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if !e.router.Striped() {
 		return k
 	}
-	if c, _ := plainArg[K](m.OldestPlain()); c != nil {
+	t, arg := m.Oldest()
+	if c, _ := plainArg[K](arg); c != nil {
 		return c.key // in striped mode every plain task has its ctx: see goPlain
 	}
-	t := m.Oldest()
 	if t == nil {
 		t = m.Holder()
 	}

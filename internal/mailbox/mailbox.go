@@ -60,9 +60,9 @@ func (h *Home) Unlock() { h.mu.Unlock() }
 // otherwise (a running batch updates a few atomics unlocked); methods
 // marked "locked" need that lock held.
 type Mailbox struct {
-	home  *Home     // set by Init, never changed
-	plain plainRing // plain tasks, in one FIFO with the queue (see Plain)
-	aux   *Aux      // the owner's (SetAux)
+	home *Home // set by Init, never changed
+	q    ring  // the queue, plain tasks and turns in one FIFO (see "The queue")
+	aux  *Aux  // the owner's (SetAux)
 
 	// x is what only some keys need (see extra), nil until then. It is set
 	// locked and kept for the mailbox's life; the drive loop loads it unlocked.
@@ -80,15 +80,13 @@ type Mailbox struct {
 	Mark bool
 }
 
-// extra is what a key needs only for work other than plain tasks and plain
-// holds (queued Turns, a Turn's hold, a waiting room, shared holds), or on
-// a runner with a Clock, TrackOldest or MeasureService: the common,
-// plain-only key saves its 96 bytes. It is made on first need (more), or at
+// extra is what a key needs only for a batch of more than one task, a
+// Turn's hold, a waiting room or shared holds, or on a runner with a
+// Clock, TrackOldest or MeasureService: the common key that runs one task
+// at a time saves its 72 bytes. It is made on first need (more), or at
 // Init on such a runner, and stays with the mailbox when it is reused.
 type extra struct {
-	queue  list                  // FIFO of entries waiting for a hold
-	cursor atomic.Pointer[Entry] // the batch's next task to start, if any
-	holder *Turn                 // the exclusive holder, if a Turn (holdTurn)
+	holder *Turn // the exclusive holder, if a Turn (holdTurn)
 
 	// park is the waiting room: submissions parked until the queue has room
 	// (backpressure.Block); not pending, FIFO among themselves.
@@ -108,15 +106,16 @@ type extra struct {
 	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
 	sharers int32        // shared holds granted
 
-	// plainClaim has a bit per slot of a running plain batch (at most maxCut),
-	// set as the drive loop starts it or TakePlain takes it out (see claim).
+	// plainClaim has a bit per plain task of a running batch (at most
+	// maxCut), set as the drive loop starts it or TakePlain takes it out
+	// (see claim).
 	plainClaim atomic.Uint32
 
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 
-	// stamps are the plain ring's stamps, by buffer index, where the runner
-	// tracks the oldest task (plainRing): made at Init, else nil. A pointer
-	// keeps extra at 96 bytes.
+	// stamps are the ring's stamps, by buffer index, where the runner
+	// tracks the oldest task (ring): made at Init, else nil. A pointer
+	// keeps extra small.
 	stamps *[]int64
 }
 
@@ -133,18 +132,10 @@ func (m *Mailbox) more() *extra {
 // made returns m's extra on a runner whose options make Init create it.
 func (m *Mailbox) made() *extra { return m.x.Load() }
 
-// stamps returns the plain ring's stamps, nil if not tracked (locked).
+// stamps returns the ring's stamps, nil if not tracked (locked).
 func (m *Mailbox) stamps() *[]int64 {
 	if x := m.x.Load(); x != nil {
 		return x.stamps
-	}
-	return nil
-}
-
-// head returns the queue's head entry, or nil (locked).
-func (m *Mailbox) head() *Entry {
-	if x := m.x.Load(); x != nil {
-		return x.queue.head
 	}
 	return nil
 }
@@ -178,7 +169,7 @@ func (m *Mailbox) Init(h *Home) {
 }
 
 // Reset clears what an idle mailbox remembers (its service-rate estimate,
-// a plain ring grown past ring slots) before reuse for another key (locked).
+// a ring grown past ring slots) before reuse for another key (locked).
 func (m *Mailbox) Reset(ring int) {
 	m.forget()
 	m.TrimRing(ring)
@@ -186,7 +177,7 @@ func (m *Mailbox) Reset(ring int) {
 
 // TrimRing drops an idle mailbox's ring buffer if over ring slots (locked).
 func (m *Mailbox) TrimRing(ring int) {
-	if q := &m.plain; q.len() > ring {
+	if q := &m.q; q.len() > ring {
 		q.setBuf(nil)
 		q.args = nil
 		q.head = 0
@@ -300,79 +291,6 @@ func (m *Mailbox) promote() {
 	}
 }
 
-// Oldest returns the oldest Turn not yet started: a running batch's next
-// (with RunnerOptions.TrackOldest), else the queue's head; nil if none
-// (locked). A batch's next may start and end at any moment: read only what
-// its owner never reuses (the stamp: OldestStamp). It sees Turns only: an
-// owner that reads it queues no plain tasks (see Plain).
-func (m *Mailbox) Oldest() *Turn {
-	if x := m.x.Load(); x != nil {
-		if e := x.cursor.Load(); e != nil {
-			return e.t
-		}
-	}
-	return m.Head()
-}
-
-// OldestStamp returns the stamp (Turn.SetStamp) of the oldest task that
-// waits (not started, not withdrawn), or false if none (locked).
-//
-// A running batch is read while its loop runs unlocked, so a task read may
-// have started, ended and been reused. The loop moves the cursor past a
-// task before starting it, and no batch starts while m is locked: a cursor
-// unchanged after the read proves that task and those after it had not
-// started. A withdrawn task's link is followed only if the cursor had not
-// moved: withdrawn from this batch, it is never reused, so its link is
-// still as the batch was cut.
-func (m *Mailbox) OldestStamp() (int64, bool) {
-	x := m.x.Load()
-read:
-	for x != nil {
-		e := x.cursor.Load()
-		if e == nil {
-			break
-		}
-		f := e
-		for f != nil && f.t.state.Load() == Canceled {
-			if x.cursor.Load() != e {
-				continue read // f may have run and been reused: its state proves nothing
-			}
-			f = f.next
-		}
-		var at int64
-		if f != nil {
-			at = f.t.stamp.Load()
-		}
-		if x.cursor.Load() == e {
-			if f != nil {
-				return at, true
-			}
-			break // every task left in the batch was withdrawn
-		}
-	}
-	if at, ok := m.plainOldest(); ok {
-		return at, true
-	}
-	if at, pos, ok := m.plain.firstStamp(m.stamps()); ok {
-		if e := m.head(); e == nil || int32(e.plainBefore-pos) > 0 {
-			return at, true // queued before the head entry
-		}
-	}
-	if e := m.head(); e != nil {
-		return e.t.stamp.Load(), true
-	}
-	return 0, false
-}
-
-// Head returns the oldest queued Turn, or nil (locked); a plain task, not
-// a Turn, may be queued ahead of it (see Plain).
-func (m *Mailbox) Head() *Turn {
-	if e := m.head(); e != nil {
-		return e.t
-	}
-	return nil
-}
-
 // Holder returns the task holding m exclusively, or nil (locked); nil too
 // while a drive loop runs a batch or a plain task holds m (HoldPlain).
 func (m *Mailbox) Holder() *Turn {
@@ -380,13 +298,6 @@ func (m *Mailbox) Holder() *Turn {
 		return nil
 	}
 	return m.x.Load().holder
-}
-
-// Each calls f for every queued Turn, oldest first (locked); not plain tasks.
-func (m *Mailbox) Each(f func(t *Turn)) {
-	for e := m.head(); e != nil; e = e.next {
-		f(e.t)
-	}
 }
 
 // EachParked calls f for every Turn in m's waiting room, in order (locked).
@@ -398,56 +309,10 @@ func (m *Mailbox) EachParked(f func(t *Turn)) {
 	}
 }
 
-// EachWaiting calls f (locked) for every turn of m not yet started: those
-// of a running batch from its cursor on (f may meet one the loop is
-// starting now, whose Cancel then fails), then the queued ones. A Close
-// that gives up and a sweep of ended contexts must reach both (PITFALLS:
-// work taken out of the queue is invisible to the queue's owner).
-func (m *Mailbox) EachWaiting(f func(t *Turn)) {
-	if x := m.x.Load(); x != nil {
-		for e := x.cursor.Load(); e != nil; e = e.next {
-			f(e.t)
-		}
-	}
-	m.Each(f)
-}
-
-// EachManyAhead calls f for each multi-key task that holds m or is queued
-// ahead of e, oldest first; ahead of every queued task if e is nil (locked).
-// A mailbox where no multi-key task was queued since a walk found none
-// answers at once, without walking its queue under the lock.
-func (m *Mailbox) EachManyAhead(e *Entry, f func(t *Turn)) {
-	m.eachManyAhead(func(o *Entry) bool { return o != e }, f)
-}
-
-// eachManyAhead is EachManyAhead for the run of queued entries at the head
-// for which ahead holds (locked).
-func (m *Mailbox) eachManyAhead(ahead func(o *Entry) bool, f func(t *Turn)) {
-	x := m.x.Load()
-	if x == nil || !x.many {
-		return
-	}
-	found := false
-	if h := m.Holder(); h != nil && h.many != nil {
-		found = true
-		f(h)
-	}
-	o := x.queue.head
-	for ; o != nil && ahead(o); o = o.next {
-		if o.t.many != nil {
-			found = true
-			f(o.t)
-		}
-	}
-	if !found && o == nil {
-		x.many = false // the whole queue was seen
-	}
-}
-
 // CanHold reports whether a new task could hold m at once: nothing is
 // queued ahead of it and no hold excludes it (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
-	return m.head() == nil && m.plain.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
+	return m.q.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
 // Hold grants single-key task t its hold at once, to run on the caller's
@@ -473,18 +338,6 @@ func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	return m.wake()
 }
 
-// link appends e, whose m is set, to the queue (locked). It does not write
-// e.m: for a parked entry Park set it, and promote wakes the submitter
-// (Work.Promote) before linking, so the submitter may already read e.m
-// unlocked (Entry.release does, to find the lock).
-func (m *Mailbox) link(e *Entry) {
-	m.measure()
-	e.at = inQueue
-	e.plainBefore = m.plain.tail
-	m.more().queue.push(e)
-	m.pending.Add(1)
-}
-
 // measure starts the service-rate estimate as a queue forms (locked).
 func (m *Mailbox) measure() {
 	if !m.home.r.opt.MeasureService || m.count() == 0 {
@@ -498,11 +351,6 @@ func (m *Mailbox) measure() {
 
 // Dispatch schedules m's drive loop; call after Enqueue said so, unlocked.
 func (m *Mailbox) Dispatch() { m.home.r.Dispatch(m) }
-
-func (m *Mailbox) unlink(e *Entry) {
-	m.x.Load().queue.remove(e) // e is in its queue
-	e.at = nowhere
-}
 
 func (m *Mailbox) grant(e *Entry) {
 	e.at = holding
@@ -565,8 +413,7 @@ func (m *Mailbox) wake() bool {
 	if m.driven || m.hold != holdNone {
 		return false
 	}
-	e, plain := m.front()
-	if !plain && (e == nil || (m.sharing() > 0 && !e.shared)) || plain && m.sharing() > 0 {
+	if e, ok := m.front(); !ok || m.sharing() > 0 && (e == nil || !e.shared) {
 		return false
 	}
 	m.driven = true
@@ -605,13 +452,11 @@ func (m *Mailbox) unlockRetire() {
 // multi-key or shared task for the caller to run on the same slot, or nil.
 func (m *Mailbox) drive(budget int) *Turn {
 	m.home.mu.Lock()
-	var done *Turn // ran in this loop; settled once m's lock is released
 	for {
-		e, plain := m.front()
-		if !plain && e == nil || m.hold != holdNone || m.sharing() > 0 && (plain || !e.shared) {
+		e, ok := m.front()
+		if !ok || m.hold != holdNone || m.sharing() > 0 && (e == nil || !e.shared) {
 			m.driven = false
 			m.unlockRetire()
-			settle(done)
 			return nil
 		}
 		if budget == 0 && m.home.r.nready.Load() == 0 {
@@ -622,225 +467,55 @@ func (m *Mailbox) drive(budget int) *Turn {
 		if budget == 0 {
 			// Yield: m stays driven and goes to the back of the ready queue.
 			m.home.mu.Unlock()
-			settle(done)
 			m.home.r.requeue(m)
 			return nil
 		}
-		if plain {
-			n := m.runPlain(budget, done)
-			done = nil
-			budget -= n
+		if e == nil || e.t.many == nil && !e.shared {
+			budget -= m.runBatch(budget) // a plain task or an exclusive turn
 			continue
 		}
-		t := e.t
-		if t.many == nil && !e.shared {
-			n := m.runBatch(budget, done)
-			done = nil
-			budget -= n
+		t := m.take(e)
+		if t == nil {
 			continue
 		}
-		m.unlink(e)
-		if t.state.Load() == Canceled {
-			// Its canceler finds the entry neither queued nor held.
-			m.pending.Add(-1)
-			continue
-		}
-		m.grant(e)
 		if t.need.Add(-1) > 0 {
 			continue // a multi-key task: m now waits for its other mailboxes
 		}
-		if t.many != nil || e.shared {
-			if !t.state.CompareAndSwap(Queued, Granted) {
-				continue // canceled: its canceler gives the hold back
-			}
-			var more bool
-			if e.shared {
-				more = m.grantReaders()
-			}
-			m.driven = false
-			m.home.mu.Unlock()
-			settle(done)
-			if more {
-				m.home.r.kick()
-			}
-			return t
+		if !t.state.CompareAndSwap(Queued, Granted) {
+			continue // canceled: its canceler gives the hold back
 		}
-		panic("perkey/mailbox: unreachable")
+		more := e.shared && m.grantReaders()
+		m.driven = false
+		m.home.mu.Unlock()
+		if more {
+			m.home.r.kick()
+		}
+		return t
 	}
 }
 
-// cutRuns caps a batch's turns once a group's run ends in it: the cut walks
-// each turn, cold in cache, before the first runs, so large runs (a
-// Batcher's) are cut one at a time while small ones still go together.
-const cutRuns = 64
-
-// runBatch runs a batch of the single-key exclusive tasks at the queue's
-// head, up to budget (a group's run counts as one, see Group; a run ends
-// the batch once it holds cutRuns turns), with m locked on entry and
-// return. It settles done (the caller's task) once unlocked and returns how
-// many tasks it took.
-//
-// The batch is detached under one lock and run without it: two lock round
-// trips per batch, not per task. m.hold is holdPlain meanwhile, so new
-// submissions queue behind it. A batched task canceled before it starts
-// loses the start CAS: its canceler frees its place (Entry.release) and the
-// loop skips it.
-func (m *Mailbox) runBatch(budget int, done *Turn) int {
-	x := m.x.Load() // the queue has an entry
-	first := x.queue.head
-	last, n := first, 0
-	var g *Group    // the group of the run being taken, if any
-	var start *Turn // the turn that starts that run
-	inRun := 0      // turns taken of that run
-	taken := 0      // turns taken in all
-	for e := first; e != nil && e.t.many == nil && !e.shared && m.before(e); e = e.next {
-		if eg := e.t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, e.t) {
-			if n == budget || g != nil && taken >= cutRuns {
-				break // the budget is spent, or enough of a group's runs
-			}
-			n++ // a new unit: a turn, or the first of a group's run
-			g, start, inRun = eg, e.t, 0
-		}
-		inRun++
-		taken++
-		e.at = inBatch
-		last = e
+// take takes e, a shared or multi-key turn at the head of the queue, out
+// of it and grants it m's hold, unless its task was canceled (locked).
+func (m *Mailbox) take(e *Entry) *Turn {
+	m.unlink(e)
+	if e.t.state.Load() == Canceled {
+		// Its canceler finds the entry neither queued nor held.
+		m.pending.Add(-1)
+		return nil
 	}
-	x.queue.cut(last)
-	x.cursor.Store(first) // locked: EachWaiting sees the batch from now on
-	m.hold = holdPlain
-	m.home.mu.Unlock()
-	settle(done)
-	m.runFrom(first, 0)
-	m.home.mu.Lock()
-	m.endBatch()
-	return n
-}
-
-// runFrom runs a running batch's tasks from e on; ran of them ran before e.
-// If a Run never returns (fn called runtime.Goexit; the Work accounted for
-// it), the deferred check ends that task and hands the rest of the batch,
-// the mailbox and this slot to a fresh drive loop, so the key goes on in
-// FIFO order and nothing is left driven.
-func (m *Mailbox) runFrom(e *Entry, ran int) {
-	var running *Entry  // the entry whose task is in Run
-	var grouped []*Turn // the turns of a group in Run, if any
-	var after *Entry    // the entry after that group's run
-	defer func() {
-		// The closures capture copies: capturing ran or after would move
-		// them to the heap on every call.
-		switch {
-		case running != nil:
-			next, n := running.next, ran+1 // read before the task settles
-			m.finishRun(running.t)
-			m.home.r.takeOver(func() {
-				m.runFrom(next, n)
-				m.home.mu.Lock()
-				m.endBatch()
-				m.home.mu.Unlock()
-			}, item{m})
-		case grouped != nil:
-			for _, t := range grouped {
-				if t.state.Load() != Done { // not left out (Turn.Leave)
-					m.finishRun(t)
-				}
-			}
-			next, n := after, ran+len(grouped)
-			m.home.r.takeOver(func() {
-				m.runFrom(next, n)
-				m.home.mu.Lock()
-				m.endBatch()
-				m.home.mu.Unlock()
-			}, item{m})
-		}
-	}()
-	clock := m.home.r.opt.Clock
-	x := m.x.Load() // the batch's entries were queued there
-	var buf []*Turn
-	for e != nil {
-		if g := e.t.group(); g != nil {
-			// A group's run: the turns that win their start, up to Max
-			// entries, go to one Run.
-			if buf == nil {
-				buf = make([]*Turn, 0, min(g.Max, 1024))
-			}
-			buf = buf[:0]
-			f := e
-			for k := 0; f != nil && f.t.group() == g && k < g.Max && g.joins(e.t, f.t); k++ {
-				if f.t.state.CompareAndSwap(Queued, Running) {
-					buf = append(buf, f.t)
-				}
-				f = f.next
-			}
-			if len(buf) > 0 {
-				x.cursor.Store(f)
-				if clock != nil {
-					x.heldSince.Store(held(clock()))
-				}
-				grouped, after = buf, f
-				g.Run(buf)
-				grouped = nil
-				for _, t := range buf {
-					if t.state.Load() != Done { // not left out (Turn.Leave)
-						m.finishRun(t)
-					}
-				}
-				ran += len(buf)
-			}
-			e = f
-			continue
-		}
-		next := e.next
-		t := e.t
-		if t.state.CompareAndSwap(Queued, Running) {
-			x.cursor.Store(next) // before it starts: see EachWaiting
-			if clock != nil {
-				x.heldSince.Store(held(clock()))
-			}
-			running = e
-			t.work.Run()
-			running = nil
-			m.finishRun(t)
-			ran++
-		}
-		e = next
-	}
-	if m.home.r.opt.Ran != nil && ran > 0 {
-		m.home.r.opt.Ran(ran)
-	}
-}
-
-// finishRun ends a batched task that ran: it frees its place, admits a
-// parked submission (queued behind the batch), and settles the task.
-func (m *Mailbox) finishRun(t *Turn) {
-	m.ranBatched()
-	t.Finish()
-	t.work.Settle()
-}
-
-// endBatch releases the batch's hold once its tasks have run (locked).
-func (m *Mailbox) endBatch() {
-	if x := m.x.Load(); x != nil {
-		x.cursor.Store(nil)
-	}
-	m.hold = holdNone
-	m.clearHeld()
-	m.decay()
-	m.promote()
+	m.grant(e)
+	return e.t
 }
 
 // grantReaders grants every further shared task at the head, readying each
 // for its own slot (locked); it reports whether any was readied.
 func (m *Mailbox) grantReaders() bool {
 	more := false
-	for e := m.head(); e != nil && e.shared && m.before(e); e = m.head() {
-		t := e.t
-		m.unlink(e)
-		if t.state.Load() == Canceled {
-			m.pending.Add(-1)
+	for e, _ := m.front(); e != nil && e.shared; e, _ = m.front() {
+		t := m.take(e)
+		if t == nil {
 			continue
 		}
-		m.grant(e)
 		t.need.Store(0)
 		if t.state.CompareAndSwap(Queued, Granted) {
 			m.home.r.push(item{t})
@@ -857,7 +532,7 @@ func (m *Mailbox) decay() {
 	if x == nil || x.busySince == 0 {
 		return
 	}
-	if x.queue.head == nil && m.plain.queued() == 0 {
+	if m.q.queued() == 0 {
 		m.forget() // the queue drained
 		return
 	}
@@ -868,14 +543,7 @@ func (m *Mailbox) decay() {
 	}
 }
 
-func settle(t *Turn) {
-	if t != nil {
-		t.work.Settle()
-	}
-}
-
-// list is an intrusive doubly linked list of entries; an entry is in at most
-// one list (a queue or a waiting room) at a time.
+// list is an intrusive doubly linked list of entries: a waiting room.
 type list struct {
 	head, tail *Entry
 }
@@ -905,32 +573,19 @@ func (l *list) remove(e *Entry) {
 	e.prev, e.next = nil, nil
 }
 
-// cut detaches the prefix from head through last; the detached entries keep
-// their next links, so the prefix can still be walked from the old head.
-func (l *list) cut(last *Entry) {
-	l.head = last.next
-	if l.head != nil {
-		l.head.prev = nil
-	} else {
-		l.tail = nil
-	}
-	last.next = nil
-}
-
 // String describes m for debugging a stuck key (locked): pending (and the
 // fast bit), its hold, whether a drive loop is due, and what waits.
 func (m *Mailbox) String() string {
-	s := fmt.Sprintf("pending=%d fast=%v hold=%d driven=%v plain=%d/%d",
-		m.count(), m.pending.Load()&fastBit != 0, m.hold, m.driven, m.plain.queued(), m.plain.cut)
+	turns := 0
+	m.Each(func(*Turn) { turns++ })
+	s := fmt.Sprintf("pending=%d fast=%v hold=%d driven=%v queued=%d turns=%d batch=%d",
+		m.count(), m.pending.Load()&fastBit != 0, m.hold, m.driven, m.q.queued(), turns, m.q.cut)
 	if x := m.x.Load(); x != nil {
-		n, p := 0, 0
-		for e := x.queue.head; e != nil; e = e.next {
-			n++
-		}
+		p := 0
 		for e := x.park.head; e != nil; e = e.next {
 			p++
 		}
-		s += fmt.Sprintf(" queue=%d parked=%d holder=%v sharers=%d", n, p, x.holder != nil, x.sharers)
+		s += fmt.Sprintf(" parked=%d holder=%v sharers=%d", p, x.holder != nil, x.sharers)
 	}
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -397,7 +398,7 @@ func TestTakePlainSome(t *testing.T) {
 }
 
 // TestPlainPos: PlainPos finds each plain task still waiting at the
-// position it was queued at (the count of plain tasks queued before it),
+// position it was queued at (the count of tasks queued before it),
 // with the ring's head moved on by tasks that ran and a Turn queued among
 // them; a task in the running batch, one taken out and an arg never queued
 // are not waiting.
@@ -428,7 +429,11 @@ func TestPlainPos(t *testing.T) {
 	}
 	for i, p := range ps {
 		pos, queued := b.m.PlainPos(p)
-		if want := uint32(4 + i); !queued || pos != want {
+		want := uint32(4 + i)
+		if i >= 3 {
+			want++ // the turn queued after the third holds a position too
+		}
+		if !queued || pos != want {
 			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
 		}
 	}
@@ -868,4 +873,106 @@ func TestPlainRingKeepsNothing(t *testing.T) {
 		t.Fatalf("run order wrong: %d tasks ran", len(got))
 	}
 	runtime.KeepAlive(b)
+}
+
+// ranPlains is a testPlain that records the n of each RanPlain call: one
+// call per batch that ran a plain task.
+type ranPlains struct {
+	testPlain
+	mu    sync.Mutex
+	calls []int
+}
+
+func (p *ranPlains) RanPlain(_ *mailbox.Mailbox, n int) {
+	p.mu.Lock()
+	p.calls = append(p.calls, n)
+	p.mu.Unlock()
+}
+
+func (p *ranPlains) get() []int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.calls)
+}
+
+// TestMixedBatch: a drive loop's batch takes the exclusive tasks at the
+// head of the one queue in order, plain tasks and turns alike, and a turn
+// withdrawn from the middle of the queue costs it no budget. While the
+// batch runs, EachWaiting lists the turns behind the running task (in the
+// batch, then queued) and TakePlain takes a plain one from the batch,
+// which the loop then skips. Ran and RanPlain hear of each kind once per
+// batch, and the mailbox drains and retires.
+func TestMixedBatch(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		turns []int // the n of each Ran call
+	)
+	plains := new(ranPlains)
+	r := newRunnerWith(t, 1, 6, mailbox.RunnerOptions{
+		Ran: func(n int) {
+			mu.Lock()
+			turns = append(turns, n)
+			mu.Unlock()
+		},
+		Plain: plains,
+	})
+	other, b := newBox(r), newBox(r)
+	var log runLog
+	busy := newGatedWork(-1, &log) // holds the only slot while b's queue forms
+	other.submit(busy)
+	wait(t, "the other key's task to start", busy.started)
+
+	first := b.plain(1, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})
+	t2 := b.submit(newWork(2, &log))
+	b.plain(3, &log, nil)
+	t4 := b.submit(newWork(4, &log))
+	p5 := b.plain(5, &log, nil)
+	t6 := b.submit(newWork(6, &log))
+	b.plain(7, &log, nil)
+	w8 := newWork(8, &log)
+	t8 := b.submit(w8)
+	if !t4.Cancel() {
+		t.Fatal("Cancel of a queued turn failed")
+	}
+	close(busy.gate)
+	// Budget 6: 1, 2, 3, 5, 6 and 7 (4 left a tombstone); 8 waits.
+	wait(t, "the batch's first task to start", first.started)
+
+	b.m.Lock()
+	var waiting []*mailbox.Turn
+	b.m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
+	taken := b.m.TakePlain(func(arg any) bool { return arg == p5 })
+	b.m.Release()
+	if !slices.Equal(waiting, []*mailbox.Turn{t2, t6, t8}) {
+		t.Errorf("EachWaiting while the batch runs: %d turns; want turns 2, 6 and 8", len(waiting))
+	}
+	if len(taken) != 1 || taken[0] != p5 {
+		t.Fatalf("TakePlain(5) took %v; want plain task 5", taken)
+	}
+	b.m.DonePlain()
+	close(first.gate)
+	wait(t, "the last task to end", w8.done)
+	r.Wait()
+
+	if got := log.get(); !slices.Equal(got, []int{-1, 1, 2, 3, 6, 7, 8}) {
+		t.Errorf("run order %v; want [-1 1 2 3 6 7 8]", got)
+	}
+	if got := plains.get(); !slices.Equal(got, []int{3}) {
+		t.Errorf("RanPlain calls %v; want [3]: plain tasks 1, 3 and 7 in the first batch", got)
+	}
+	mu.Lock()
+	got := slices.Clone(turns)
+	mu.Unlock()
+	if !slices.Equal(got, []int{1, 2, 1}) {
+		t.Errorf("Ran calls %v; want [1 2 1]: the other key's task, turns 2 and 6, then turn 8", got)
+	}
+	if p5.ran.Load() != 0 {
+		t.Error("the plain task taken out of the running batch ran")
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+	if b.o.retired.Load() == 0 {
+		t.Error("the drained mailbox was never retired")
+	}
 }

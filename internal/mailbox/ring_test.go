@@ -15,7 +15,7 @@ import (
 func TestRingGrowthCopies(t *testing.T) {
 	const n = 70_000 // just past a power of four, where growing copies the most
 	var (
-		q      plainRing
+		q      ring
 		stamps []int64 // kept, as on a runner that tracks the oldest task
 	)
 	vals := make([]int, n)
@@ -82,7 +82,7 @@ func TestRingGrowthAllocs(t *testing.T) {
 	}{{"with args", &v, 2}, {"without", nil, 1}} {
 		t.Run(tc.name, func(t *testing.T) {
 			allocs := testing.AllocsPerRun(100, func() {
-				var q plainRing
+				var q ring
 				for range 16 {
 					q.push(nil, tc.arg, 0, nil)
 				}
@@ -99,7 +99,7 @@ func TestRingGrowthAllocs(t *testing.T) {
 
 // TestMailboxSize: the mailbox, the ring and its args pointer included,
 // stays at 64 bytes, what a waiting key's table node is sized for (80
-// bytes with a string key; see plainRing).
+// bytes with a string key; see ring).
 func TestMailboxSize(t *testing.T) {
 	if s := unsafe.Sizeof(Mailbox{}); s != 64 {
 		t.Errorf("a Mailbox is %d bytes; want 64", s)

@@ -71,9 +71,9 @@ func (r *Runner) launch(m *Mailbox) {
 // RunnerOptions are what a Runner's drive loops keep track of beyond
 // running tasks. Each costs a little per task, so each is off unless set.
 type RunnerOptions struct {
-	// TrackOldest makes drive loops publish a running batch's next task for
-	// Mailbox.Oldest and OldestStamp (else they see only queued tasks), at
-	// an atomic store per task.
+	// TrackOldest keeps the stamp of each plain task (EnqueuePlain) for
+	// Mailbox.OldestStamp (else it reads 0), at 8 bytes per slot of the
+	// ring.
 	TrackOldest bool
 
 	// MeasureService makes drive loops count the tasks each mailbox serves
@@ -305,7 +305,7 @@ func (r *Runner) next() (item, bool) {
 // each waiting key holds a place in it, so mailboxes are kept as bare
 // pointers (8 bytes; an item is 16) and the rare other items in a FIFO of
 // their own, each with the count of mailboxes pushed before it: it goes
-// first once all of those are popped (as in Entry.plainBefore).
+// first once all of those are popped.
 type readyQueue struct {
 	mbs    fifo[*Mailbox]
 	others fifo[other]

@@ -119,11 +119,10 @@ type Entry struct {
 	prev, next *Entry
 	m          *Mailbox
 	t          *Turn
-	at         place // where it is in m; guarded by m's lock
-	shared     bool  // asks for a shared hold (only a single-key task's entry does)
-	grouped    bool  // its turn is in a batch group (Turn.SetGrouped); set before it is queued
-
-	plainBefore uint32 // plain slots queued in m before it (see Plain); set when queued
+	at         place  // where it is in m; guarded by m's lock
+	shared     bool   // asks for a shared hold (only a single-key task's entry does)
+	grouped    bool   // its turn is in a batch group (Turn.SetGrouped); set before it is queued
+	pos        uint32 // its position in m's queue (see "The queue"), while queued or in a batch
 }
 
 // place is where an entry is in its mailbox.
@@ -131,7 +130,7 @@ type place uint8
 
 const (
 	nowhere place = iota
-	inQueue       // linked in m's queue
+	inQueue       // in m's queue
 	holding       // m has granted its turn
 	inRoom        // linked in m's waiting room
 	inBatch       // taken into a drive loop's batch (and, if it started, left so)
@@ -152,7 +151,7 @@ func (t *Turn) Init(w Work, shared bool) {
 	t.one.at, t.one.grouped = nowhere, false
 	t.one.shared = shared
 	// A reused task keeps its work and entry owner; not rewriting them
-	// keeps Mailbox.OldestStamp's unlocked reads race-free.
+	// keeps the reads of the queue's readers (OldestStamp) race-free.
 	if t.work != w {
 		t.work = w
 	}
@@ -235,8 +234,9 @@ func (t *Turn) Withdraw() {
 // Cancel withdraws a task that has not started: it leaves every queue and
 // gives back every hold, and the caller then owns its settlement. It
 // reports false if the task started or ended, or is Staged (see Withdraw).
-// A withdrawn task may stay linked in a running batch until the loop skips
-// it, and OldestStamp follows its link: its owner must never reuse it.
+// A withdrawn task may stay in a running batch until the loop skips it,
+// and the queue's readers may look at it meanwhile: its owner must never
+// reuse it.
 func (t *Turn) Cancel() bool {
 	for {
 		s := t.state.Load()
@@ -365,12 +365,15 @@ func (t *Turn) JoinsShared() bool {
 	}
 	m.home.mu.Lock()
 	defer m.home.mu.Unlock()
-	if e.at != inQueue || m.hold != holdNone || !m.before(e) {
-		return false // held, or an exclusive plain task is queued ahead
+	if e.at != inQueue || m.hold != holdNone {
+		return false
 	}
-	for o := m.head(); o != nil && o != e; o = o.next {
-		if !o.shared {
-			return false
+	q := &m.q
+	buf, args := q.buf(), q.argBuf()
+	for i := range int(e.pos - q.taken) {
+		k := q.at(int(q.cut) + i)
+		if o := entryAt(buf, args, k); buf[k].fn != nil || o != nil && !o.shared {
+			return false // an exclusive task is queued ahead
 		}
 	}
 	return true

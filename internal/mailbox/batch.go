@@ -1,0 +1,288 @@
+package mailbox
+
+import "math"
+
+// maxCut is the most plain tasks a batch takes (a bit each in
+// extra.plainClaim); a loop with more budget cuts the next batch at once.
+const maxCut = 32
+
+// cutRuns caps a batch's turns once a group's run ends in it: the cut walks
+// each turn, cold in cache, before the first runs, so large runs (a
+// Batcher's) are cut one at a time while small ones still go together.
+const cutRuns = 64
+
+// batch is a running batch's slots as they were cut: n slots of buf (and
+// args, nil if all nil; stamps, if kept) from index first on.
+type batch struct {
+	buf      []slot
+	args     []any
+	stamps   []int64
+	first, n int
+}
+
+// runBatch runs a batch of the exclusive single-key tasks at the queue's
+// head, plain tasks and turns in queue order, up to budget of them (a
+// group's run counts as one, see Group; a run ends the batch once it holds
+// cutRuns tasks; at most maxCut plain tasks), with m locked on entry and
+// return, and returns how many it took. A tombstone is cut with the batch
+// but costs no budget.
+//
+// The batch is cut under one lock and run without it: two lock round trips
+// per batch, not per task. m.hold is holdPlain meanwhile, so new
+// submissions queue behind it. Its slots stay in the ring until it ends,
+// new ones queuing behind; if the ring grows meanwhile, the batch reads the
+// buffers it was cut from: a resize copies slots, never overwrites them.
+// A task taken out before it starts is skipped: a turn loses its start
+// CAS to its canceler (who frees its place, Entry.release), a plain task
+// its claim to TakePlain.
+func (m *Mailbox) runBatch(budget int) int {
+	q := &m.q
+	buf, args := q.buf(), q.argBuf()
+	var (
+		n, units, plains, taken int
+		g                       *Group // the group of the run being taken, if any
+		start                   *Turn  // the turn that starts that run
+		inRun                   int    // turns taken of that run
+	)
+	for ; n < q.queued() && n < math.MaxUint16; n++ {
+		k := q.at(n) // no batch runs: the queue starts at head
+		if buf[k].fn != nil {
+			if units == budget || plains == maxCut || g != nil && taken >= cutRuns {
+				break
+			}
+			units++
+			plains++
+			taken++
+			g = nil
+			continue
+		}
+		e := entryAt(buf, args, k)
+		if e == nil {
+			continue // a tombstone
+		}
+		t := e.t
+		if t.many != nil || e.shared {
+			break
+		}
+		if eg := t.group(); eg == nil || eg != g || inRun == eg.Max || !eg.joins(start, t) {
+			if units == budget || g != nil && taken >= cutRuns {
+				break // the budget is spent, or enough of a group's runs
+			}
+			units++ // a new unit: a turn, or the first of a group's run
+			g, start, inRun = eg, t, 0
+		}
+		inRun++
+		taken++
+		e.at = inBatch
+	}
+	b := batch{buf: buf, args: args, first: int(q.head), n: n}
+	if st := m.stamps(); st != nil {
+		b.stamps = *st
+	}
+	q.cut, q.taken = uint16(n), q.taken+uint32(n)
+	if n > 1 {
+		// Each plain task is claimed as it starts (see claim): a sweep or a
+		// Close that gives up while one runs takes those behind it.
+		m.more().plainClaim.Store(0)
+	}
+	if plains > 0 && m.aux == nil {
+		m.aux = m.home.r.opt.Plain.NewAux(m) // before the batch reads it unlocked
+	}
+	m.hold = holdPlain
+	m.home.mu.Unlock()
+	m.runFrom(b, 0, 0, 0, 0)
+	m.home.mu.Lock()
+	m.endBatch()
+	return units
+}
+
+// runFrom runs a running batch's tasks from its i-th slot on; plain of the
+// slots before it were plain tasks, and turns and plains of its tasks ran.
+// If a task never returns (fn called runtime.Goexit; its Work or Plain
+// accounted for it), the deferred check ends it and hands the rest of the
+// batch, the mailbox and this slot to a fresh drive loop, so the key goes
+// on in FIFO order and nothing is left driven.
+func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
+	var (
+		running  *Turn   // a turn in Run
+		grouped  []*Turn // the turns of a group's run in Run
+		inPlain  bool    // a plain task in RunPlain
+		plainArg any     // that task's arg
+		next     int     // the slot after what runs
+	)
+	defer func() {
+		switch {
+		case running != nil:
+			m.finishRun(running)
+			turns++
+		case grouped != nil:
+			for _, t := range grouped {
+				if t.state.Load() != Done { // not left out (Turn.Leave)
+					m.finishRun(t)
+				}
+			}
+			turns += len(grouped)
+		case inPlain:
+			m.ranBatched()
+			m.home.r.opt.Plain.SettlePlain(plainArg)
+			plains++
+		default:
+			return
+		}
+		// The closure captures copies: capturing the loop's variables would
+		// move them to the heap on every call.
+		b, i, plain, turns, plains := b, next, plain, turns, plains
+		m.home.r.takeOver(func() {
+			m.runFrom(b, i, plain, turns, plains)
+			m.home.mu.Lock()
+			m.endBatch()
+			m.home.mu.Unlock()
+		}, item{m})
+	}()
+	r := m.home.r
+	clock, p := r.opt.Clock, r.opt.Plain
+	x := m.x.Load() // made by runBatch if n > 1, by Init if the runner has a clock
+	mask := len(b.buf) - 1
+	var scratch []*Turn
+	for i < b.n {
+		k := (b.first + i) & mask
+		if fn := b.buf[k].fn; fn != nil {
+			plain++
+			if !claim(x, plain-1) {
+				i++
+				continue // taken out (TakePlain), which ends it
+			}
+			var stamp int64
+			if b.stamps != nil {
+				stamp = b.stamps[k]
+			}
+			if clock != nil {
+				x.heldSince.Store(held(clock()))
+			}
+			plainArg, next, inPlain = argAt(b.args, k), i+1, true
+			p.RunPlain(m, fn, plainArg, stamp, b.n-i)
+			inPlain = false
+			plains++
+			m.ranBatched()
+			p.SettlePlain(plainArg)
+			i++
+			continue
+		}
+		e := entryAt(b.buf, b.args, k)
+		if e == nil {
+			i++
+			continue // a tombstone
+		}
+		t := e.t
+		if g := t.group(); g != nil {
+			// A group's run: the turns that win their start, up to Max
+			// turns, go to one Run.
+			if scratch == nil {
+				scratch = make([]*Turn, 0, min(g.Max, 1024))
+			}
+			scratch = scratch[:0]
+			j := i
+			for c := 0; j < b.n && c < g.Max; j++ {
+				f := entryAt(b.buf, b.args, (b.first+j)&mask)
+				if f == nil {
+					if b.buf[(b.first+j)&mask].fn != nil {
+						break // a plain task ends the run
+					}
+					continue // a tombstone
+				}
+				if f.t.group() != g || !g.joins(t, f.t) {
+					break
+				}
+				c++
+				if f.t.state.CompareAndSwap(Queued, Running) {
+					scratch = append(scratch, f.t)
+				}
+			}
+			if len(scratch) > 0 {
+				if clock != nil {
+					x.heldSince.Store(held(clock()))
+				}
+				grouped, next = scratch, j
+				g.Run(scratch)
+				grouped = nil
+				for _, t := range scratch {
+					if t.state.Load() != Done { // not left out (Turn.Leave)
+						m.finishRun(t)
+					}
+				}
+				turns += len(scratch)
+			}
+			i = j
+			continue
+		}
+		if t.state.CompareAndSwap(Queued, Running) {
+			if clock != nil {
+				x.heldSince.Store(held(clock()))
+			}
+			running, next = t, i+1
+			t.work.Run()
+			running = nil
+			m.finishRun(t)
+			turns++
+		}
+		i++
+	}
+	if turns > 0 && r.opt.Ran != nil {
+		r.opt.Ran(turns)
+	}
+	if plains > 0 {
+		p.RanPlain(m, plains)
+	}
+}
+
+// claim claims the i-th plain task of a running batch, for the drive loop
+// before it starts it or for TakePlain as it takes it out, and reports
+// whether it was unclaimed: one atomic OR decides which of the two gets
+// it. A mailbox without its extra runs batches of one, which TakePlain
+// leaves alone.
+func claim(x *extra, i int) bool {
+	return x == nil || x.plainClaim.Or(1<<i)&(1<<i) == 0
+}
+
+// finishRun ends a batched turn that ran: it frees its place, admits a
+// parked submission (queued behind the batch), and settles the turn.
+func (m *Mailbox) finishRun(t *Turn) {
+	m.ranBatched()
+	t.Finish()
+	t.work.Settle()
+}
+
+// ranBatched frees the place of a batch's task that ran and admits a
+// parked submission (it queues behind the batch).
+func (m *Mailbox) ranBatched() {
+	m.pending.Add(-1)
+	x := m.x.Load()
+	if x == nil {
+		return // nothing parked, and the runner measures nothing
+	}
+	if x.parked.Load() > 0 {
+		m.home.mu.Lock()
+		m.promote()
+		m.home.mu.Unlock()
+	}
+	if m.home.r.opt.MeasureService {
+		x.served.Add(1)
+	}
+}
+
+// endBatch drops the batch that ran from the ring, with the tombstones left
+// at the queue's head meanwhile, and releases its hold (locked).
+func (m *Mailbox) endBatch() {
+	q := &m.q
+	n := int(q.cut)
+	q.cut = 0
+	q.drop(n, m.stamps())
+	q.trim(m.stamps())
+	if x := m.x.Load(); x != nil {
+		x.plainClaim.Store(0)
+	}
+	m.hold = holdNone
+	m.clearHeld()
+	m.decay()
+	m.promote()
+}
