@@ -41,7 +41,7 @@ func BenchmarkBatchSink(b *testing.B) {
 	ks := keys(batchKeys)
 	ctx := context.Background()
 	// run times the workload: each round queues a closed-gate task on every
-	// key, submits every message with submit (done counts them down as the
+	// key, waits until every gate task runs, submits every message with submit (done counts them down as the
 	// sink handles them), starts the clock, calls opening (if not nil) and
 	// opens the gates.
 	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, opening func(), submit func(key string, msg int) error) {
@@ -50,11 +50,17 @@ func BenchmarkBatchSink(b *testing.B) {
 		for range b.N {
 			b.StopTimer()
 			gate := make(chan struct{})
+			var started sync.WaitGroup
+			started.Add(batchKeys)
 			for _, k := range ks {
-				if err := e.Go(ctx, k, func(context.Context) error { <-gate; return nil }); err != nil {
+				if err := e.Go(ctx, k, func(context.Context) error { started.Done(); <-gate; return nil }); err != nil {
 					b.Fatal(err)
 				}
 			}
+			// Every gate runs (a worker per key) before any message comes:
+			// no drive loop can take messages into the batch it cut for its
+			// gate, so each key's messages are cut once the gates open.
+			started.Wait()
 			done.Add(batchKeys * batchPerKey)
 			for i := range batchPerKey {
 				for _, k := range ks {
