@@ -577,7 +577,11 @@ func (l *list) remove(e *Entry) {
 // fast bit), its hold, whether a drive loop is due, and what waits.
 func (m *Mailbox) String() string {
 	turns := 0
-	m.Each(func(*Turn) { turns++ })
+	for i := range m.q.queued() {
+		if entryAt(m.q.buf(), m.q.argBuf(), m.q.at(int(m.q.cut)+i)) != nil {
+			turns++
+		}
+	}
 	s := fmt.Sprintf("pending=%d fast=%v hold=%d driven=%v queued=%d turns=%d batch=%d",
 		m.count(), m.pending.Load()&fastBit != 0, m.hold, m.driven, m.q.queued(), turns, m.q.cut)
 	if x := m.x.Load(); x != nil {

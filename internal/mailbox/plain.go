@@ -9,7 +9,7 @@ import (
 //
 // A single-key exclusive task nobody finds through a Turn while it waits
 // is queued as a plain task: fn and an arg in the queue's slot, no node of
-// its own (see "The queue"). What reads Turns (Each, Head, Holder) does
+// its own (see "The queue"). What reads Turns (EachWaiting, Holder) does
 // not see it, so an owner queues plain tasks only where it needs none of
 // those (see TakePlain for Close, and PlainPos and EachManyAheadPlain to
 // check a wait on one for a cycle).

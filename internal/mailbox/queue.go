@@ -354,17 +354,6 @@ func (m *Mailbox) EachWaiting(f func(t *Turn)) {
 	})
 }
 
-// Each calls f for every queued turn, oldest first (locked); not plain tasks.
-func (m *Mailbox) Each(f func(t *Turn)) {
-	q := &m.q
-	buf, args := q.buf(), q.argBuf()
-	for i := range q.queued() {
-		if e := entryAt(buf, args, q.at(int(q.cut)+i)); e != nil {
-			f(e.t)
-		}
-	}
-}
-
 // Oldest returns m's oldest task not yet started (see eachWaiting): a
 // turn, or the arg of a plain task (t nil); neither if none (locked).
 func (m *Mailbox) Oldest() (t *Turn, arg any) {

@@ -13,7 +13,7 @@ import (
 //
 // A multi-key task is Staged while its owner enqueues it one mailbox at a
 // time; it is not accepted until it has room on every one. Others may see
-// it queued (Each), but Cancel leaves it alone; the owner Commits it
+// it queued (EachWaiting), but Cancel leaves it alone; the owner Commits it
 // (Queued) once its last entry is enqueued, or Withdraws it (Canceled).
 const (
 	Queued State = iota
@@ -182,7 +182,7 @@ func (t *Turn) group() *Group {
 // Commit it once its last entry is enqueued, before that mailbox is
 // unlocked (a task still Staged when every mailbox has granted it never
 // runs), or Withdraw it. Never reinitialise a task that was ever queued:
-// whoever saw it (Each, EachManyAhead) may still refer to it.
+// whoever saw it (EachWaiting, EachManyAhead) may still refer to it.
 func (t *Turn) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
