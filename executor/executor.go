@@ -32,7 +32,7 @@ type Executor[K comparable] struct {
 	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
 
 	// batchRelease: with no global cap, a batch's reservations are given
-	// back in one step at its end (see unreserveBatch), and a queued plain
+	// back in one step at its end (see settled), and a queued plain
 	// task's reservation is its router shard's count (see admitPlain).
 	batchRelease bool
 	// leanDo: an uncontended Do made outside any task takes no reservation,
@@ -197,7 +197,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		opt.Clock = monotime // see KeyLoad.Held
 	}
 	if e.batchRelease {
-		opt.Ran = e.unreserveBatch // see job.release
+		opt.Ran = e.settled // see job.release and admitPlain
 	}
 	opt.Released = e.drainIfDone // see leanSlot
 	e.runner = mailbox.NewRunner(e.pool, cfg.workers, cfg.throughput, opt)

@@ -253,7 +253,7 @@ func (j *job[K]) Settle() {
 
 // release gives back a settling task's reservation. A task that ran in a
 // batch leaves it to the batch's end, if the executor has no global cap
-// (see unreserveBatch): the task still ends at once.
+// (see settled): the task still ends at once.
 func (j *job[K]) release() {
 	e := j.e
 	if !e.batchRelease || !j.turn.Batched() {

@@ -113,26 +113,26 @@ func (e *Executor[K]) unreserve() {
 	}
 }
 
-// unreserveBatch gives back the reservations of a drive-loop batch's n
-// tasks (RunnerOptions.Ran) in one atomic add. Only without a global cap:
-// then nobody waits for room, and only Close's drain counts.
-func (e *Executor[K]) unreserveBatch(n int) {
-	if e.pending.Add(-int64(n)) == 0 {
-		e.drainIfDone()
+// settled gives back what tasks on m held once they have settled: the
+// reservations of turns, in one atomic add, and the places of plain tasks
+// in m's shard's counts (see admitPlain); then Close may return if they
+// were the last. A drive loop's batch calls it at its end
+// (RunnerOptions.Ran), endTaken for a plain task taken out. Only without a
+// global cap (batchRelease): then nobody waits for room, and only Close's
+// drain counts.
+func (e *Executor[K]) settled(m *mailbox.Mailbox, turns, plains int) {
+	if turns > 0 {
+		e.pending.Add(-int64(turns))
 	}
-}
-
-// settlePlain gives back the places that n plain tasks of m (which has its
-// plain core by then) held in their shard's counts, and lets Close return
-// if they were the last (see admitPlain).
-func (e *Executor[K]) settlePlain(m *mailbox.Mailbox, n int) {
-	plainCoreIn[K](m).counts.settled.Add(uint64(n))
+	if plains > 0 {
+		plainCoreIn[K](m).counts.settled.Add(uint64(plains))
+	}
 	e.drainIfDone()
 }
 
 // drainIfDone lets Close return once the executor is sealed (see seal) and
 // no task holds anything (see "The ledger"). It is called as the last
-// reservation, a plain batch's places (settlePlain) or a slot
+// reservation, a batch's reservations and places (settled) or a slot
 // (RunnerOptions.Released) is given back, and by Close once sealed.
 func (e *Executor[K]) drainIfDone() {
 	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {

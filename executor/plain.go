@@ -302,7 +302,7 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 //
 // Without a global cap (batchRelease), a task queued at once takes no
 // reservation: its shard's counts hold it for Close's drain, from
-// queuePlain, under the shard's lock, to its batch's end (settlePlain), so
+// queuePlain, under the shard's lock, to its batch's end (settled), so
 // it writes no word that every submitter writes. It reads closed under that
 // lock, and Close sets closed, then takes every shard's lock (seal) before
 // its drain counts: the task sees closed, or the drain sees it.
@@ -506,15 +506,6 @@ func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) e
 	e.runPlain(c, t, fn, stamp)
 }
 
-// RanPlain gives back the reservations of a plain batch's n tasks on m
-// (mailbox.Plain), if its shard holds them (see admitPlain); with a global
-// cap each gave back its own as it ended (releasePlain).
-func (p *plainRunner[K]) RanPlain(m *mailbox.Mailbox, n int) {
-	if e := (*Executor[K])(p); e.batchRelease {
-		e.settlePlain(m, n)
-	}
-}
-
 // NewAux makes a mailbox's plain core (mailbox.Plain; see plainCore).
 func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) *mailbox.Aux {
 	return &(*Executor[K])(p).newPlainCore(m).aux
@@ -649,7 +640,7 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	defer func() {
 		m.DonePlain()
 		if e.batchRelease {
-			e.settlePlain(m, 1)
+			e.settled(m, 0, 1)
 		}
 		(*plainRunner[K])(e).SettlePlain(arg) // the reservation, without batchRelease
 	}()

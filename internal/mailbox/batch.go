@@ -227,11 +227,8 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 		}
 		i++
 	}
-	if turns > 0 && r.opt.Ran != nil {
-		r.opt.Ran(turns)
-	}
-	if plains > 0 {
-		p.RanPlain(m, plains)
+	if r.opt.Ran != nil && turns+plains > 0 {
+		r.opt.Ran(m, turns, plains)
 	}
 }
 

@@ -340,7 +340,7 @@ func TestRunnerRan(t *testing.T) {
 		settled atomic.Int32 // settles of batched tasks so far
 		early   []string
 	)
-	ran := func(n int) {
+	ran := func(_ *mailbox.Mailbox, n, _ int) {
 		mu.Lock()
 		defer mu.Unlock()
 		calls = append(calls, n)

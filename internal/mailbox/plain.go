@@ -22,15 +22,12 @@ import (
 // calls runtime.Goexit (then it does not return; the mailbox ends the task
 // and hands the key to a fresh drive loop). SettlePlain, like Work.Settle,
 // wakes the task's waiters once its place is free (after RunPlain,
-// returned or not). RanPlain is RunnerOptions.Ran for a batch's plain tasks:
-// called unlocked once all n of them on m have settled, even after a
-// Goexit. NewAux makes m's shared Aux if the owner stored none, locked, as
-// m's first batch with a plain task is cut, so a key whose tasks only wait does not
-// pay for it.
+// returned or not). NewAux makes m's shared Aux if the owner stored none,
+// locked, as m's first batch with a plain task is cut, so a key whose
+// tasks only wait does not pay for it.
 type Plain interface {
 	RunPlain(m *Mailbox, fn func(context.Context) error, arg any, stamp int64, left int)
 	SettlePlain(arg any)
-	RanPlain(m *Mailbox, n int)
 	NewAux(m *Mailbox) *Aux
 }
 

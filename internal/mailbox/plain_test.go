@@ -37,9 +37,7 @@ func (p *plainWork) SettlePlain() {
 
 // testPlain is the tests' mailbox.Plain: it runs each plain task through
 // its plainWork, and checks that the mailbox passes the one it queued on.
-type testPlain struct {
-	ran *atomic.Int64 // if set, counts the tasks RanPlain hears of
-}
+type testPlain struct{}
 
 func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, _ int64, _ int) {
 	p := arg.(*plainWork)
@@ -50,12 +48,6 @@ func (testPlain) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, ar
 }
 
 func (testPlain) SettlePlain(arg any) { arg.(*plainWork).SettlePlain() }
-
-func (p testPlain) RanPlain(_ *mailbox.Mailbox, n int) {
-	if p.ran != nil {
-		p.ran.Add(int64(n))
-	}
-}
 
 func (testPlain) NewAux(*mailbox.Mailbox) *mailbox.Aux { return new(mailbox.Aux) }
 
@@ -212,13 +204,11 @@ func TestPlainBatchLongerThanMaxCut(t *testing.T) {
 
 // TestPlainGoexit: a plain task whose RunPlain ends its goroutine in the
 // middle of a batch costs the key nothing: the tasks behind it run in
-// order on a fresh drive loop, Ran and RanPlain count every task, and the mailbox
+// order on a fresh drive loop, Ran counts every task, and the mailbox
 // retires.
 func TestPlainGoexit(t *testing.T) {
 	var ran atomic.Int64
-	// The head is a Turn, whose batch Ran hears of; the plain tasks' go
-	// to RanPlain.
-	r := newRunnerWith(t, 1, 16, mailbox.RunnerOptions{Ran: func(n int) { ran.Add(int64(n)) }, Plain: testPlain{ran: &ran}})
+	r := newRunnerWith(t, 1, 16, mailbox.RunnerOptions{Ran: countRan(&ran)})
 	b := newBox(r)
 	var log runLog
 	head := newGatedWork(-1, &log)
@@ -240,7 +230,7 @@ func TestPlainGoexit(t *testing.T) {
 		t.Fatalf("run order %v; want %v", got, want)
 	}
 	if got := ran.Load(); got != 11 {
-		t.Errorf("Ran and RanPlain reported %d tasks; want 11", got)
+		t.Errorf("Ran reported %d tasks; want 11", got)
 	}
 	if p := b.pending(); p != 0 || b.o.retired.Load() == 0 {
 		t.Errorf("after the drain: Pending %d, retired %d times; want 0 and retired", p, b.o.retired.Load())
@@ -341,11 +331,11 @@ func all(any) bool { return true }
 // TestTakePlainSome: TakePlain takes out only the tasks drop names, those
 // a running plain batch has taken behind the task it runs included (it
 // claims them back from the loop), and leaves the rest to run in order:
-// the slots it emptied are skipped, RanPlain hears only of the tasks that
-// ran, and the mailbox drains and retires.
+// the slots it emptied are skipped, Ran hears only of the tasks that ran,
+// and the mailbox drains and retires.
 func TestTakePlainSome(t *testing.T) {
 	var ran atomic.Int64
-	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Plain: testPlain{ran: &ran}})
+	r := newRunnerWith(t, 1, 8, mailbox.RunnerOptions{Ran: countRan(&ran)})
 	b := newBox(r)
 	var log runLog
 	head := newGatedWork(0, &log) // the plain tasks queue behind it
@@ -386,8 +376,8 @@ func TestTakePlainSome(t *testing.T) {
 	if got, want := log.get(), []int{0, 1, 2, 4, 6, 8, 10, 12}; !slices.Equal(got, want) {
 		t.Errorf("run order %v; want %v", got, want)
 	}
-	if n := ran.Load(); n != 7 {
-		t.Errorf("RanPlain heard of %d tasks; want 7", n)
+	if n := ran.Load(); n != 8 {
+		t.Errorf("Ran heard of %d tasks; want 8: the head and the 7 plain tasks that ran", n)
 	}
 	if p := b.pending(); p != 0 {
 		t.Errorf("Pending after the drain = %d; want 0", p)
@@ -875,24 +865,9 @@ func TestPlainRingKeepsNothing(t *testing.T) {
 	runtime.KeepAlive(b)
 }
 
-// ranPlains is a testPlain that records the n of each RanPlain call: one
-// call per batch that ran a plain task.
-type ranPlains struct {
-	testPlain
-	mu    sync.Mutex
-	calls []int
-}
-
-func (p *ranPlains) RanPlain(_ *mailbox.Mailbox, n int) {
-	p.mu.Lock()
-	p.calls = append(p.calls, n)
-	p.mu.Unlock()
-}
-
-func (p *ranPlains) get() []int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return slices.Clone(p.calls)
+// countRan is a RunnerOptions.Ran that adds up every task it hears of.
+func countRan(n *atomic.Int64) func(*mailbox.Mailbox, int, int) {
+	return func(_ *mailbox.Mailbox, turns, plains int) { n.Add(int64(turns + plains)) }
 }
 
 // TestMixedBatch: a drive loop's batch takes the exclusive tasks at the
@@ -900,21 +875,19 @@ func (p *ranPlains) get() []int {
 // withdrawn from the middle of the queue costs it no budget. While the
 // batch runs, EachWaiting lists the turns behind the running task (in the
 // batch, then queued) and TakePlain takes a plain one from the batch,
-// which the loop then skips. Ran and RanPlain hear of each kind once per
-// batch, and the mailbox drains and retires.
+// which the loop then skips. Ran hears of both kinds once per batch, and
+// the mailbox drains and retires.
 func TestMixedBatch(t *testing.T) {
 	var (
-		mu    sync.Mutex
-		turns []int // the n of each Ran call
+		mu  sync.Mutex
+		ran [][2]int // the turns and plain tasks of each Ran call
 	)
-	plains := new(ranPlains)
 	r := newRunnerWith(t, 1, 6, mailbox.RunnerOptions{
-		Ran: func(n int) {
+		Ran: func(_ *mailbox.Mailbox, turns, plains int) {
 			mu.Lock()
-			turns = append(turns, n)
+			ran = append(ran, [2]int{turns, plains})
 			mu.Unlock()
 		},
-		Plain: plains,
 	})
 	other, b := newBox(r), newBox(r)
 	var log runLog
@@ -957,14 +930,11 @@ func TestMixedBatch(t *testing.T) {
 	if got := log.get(); !slices.Equal(got, []int{-1, 1, 2, 3, 6, 7, 8}) {
 		t.Errorf("run order %v; want [-1 1 2 3 6 7 8]", got)
 	}
-	if got := plains.get(); !slices.Equal(got, []int{3}) {
-		t.Errorf("RanPlain calls %v; want [3]: plain tasks 1, 3 and 7 in the first batch", got)
-	}
 	mu.Lock()
-	got := slices.Clone(turns)
+	got := slices.Clone(ran)
 	mu.Unlock()
-	if !slices.Equal(got, []int{1, 2, 1}) {
-		t.Errorf("Ran calls %v; want [1 2 1]: the other key's task, turns 2 and 6, then turn 8", got)
+	if want := [][2]int{{1, 0}, {2, 3}, {1, 0}}; !slices.Equal(got, want) {
+		t.Errorf("Ran calls (turns, plain tasks) %v; want %v: the other key's task; turns 2 and 6 with plain tasks 1, 3 and 7; turn 8", got, want)
 	}
 	if p5.ran.Load() != 0 {
 		t.Error("the plain task taken out of the running batch ran")

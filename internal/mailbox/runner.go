@@ -81,12 +81,12 @@ type RunnerOptions struct {
 	// add per task.
 	MeasureService bool
 
-	// Ran, if set, is called unlocked once a batch of Turns has settled,
-	// with how many ran (see Turn.Batched), for work done for many tasks at
-	// once (the executor gives back their reservations). A plain batch goes
-	// to Plain.RanPlain instead. With Plain, it is the only call from a
-	// drive loop back to its owner other than the turns' Work.
-	Ran func(n int)
+	// Ran, if set, is called unlocked once every task of a batch on m has
+	// settled, even after a Goexit, with how many turns (see Turn.Batched)
+	// and plain tasks ran, for work done for many tasks at once (the
+	// executor gives back what they held). Beside Plain and the turns'
+	// Work, it is the only call from a drive loop back to its owner.
+	Ran func(m *Mailbox, turns, plains int)
 
 	// Plain runs the plain tasks queued on the runner's mailboxes
 	// (EnqueuePlain); it must be set if any are.
