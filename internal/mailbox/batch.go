@@ -141,7 +141,7 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 	}()
 	r := m.home.r
 	clock, p := r.opt.Clock, r.opt.Plain
-	x := m.x.Load() // made by runBatch if n > 1, by Init if the runner has a clock
+	x := m.x.Load() // made by runBatch if n > 1, by Init if the runner has a clock; nil: a batch of one
 	mask := len(b.buf) - 1
 	var scratch []*Turn
 	for i < b.n {
@@ -198,6 +198,9 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 					scratch = append(scratch, f.t)
 				}
 			}
+			if x != nil {
+				x.cursor.Store(uint64(j)<<32 | uint64(plain)) // the run has started
+			}
 			if len(scratch) > 0 {
 				if clock != nil {
 					x.heldSince.Store(held(clock()))
@@ -214,6 +217,9 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 			}
 			i = j
 			continue
+		}
+		if x != nil {
+			x.cursor.Store(uint64(i)<<32 | uint64(plain))
 		}
 		if t.state.CompareAndSwap(Queued, Running) {
 			if clock != nil {
@@ -277,6 +283,7 @@ func (m *Mailbox) endBatch() {
 	q.trim(m.stamps())
 	if x := m.x.Load(); x != nil {
 		x.plainClaim.Store(0)
+		x.cursor.Store(0)
 	}
 	m.hold = holdNone
 	m.clearHeld()

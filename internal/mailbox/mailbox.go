@@ -111,6 +111,15 @@ type extra struct {
 	// (see claim).
 	plainClaim atomic.Uint32
 
+	// cursor is where the running batch's loop has got to, stored as it
+	// starts a turn (that turn's slot) or a group's run (the slot after
+	// it): the slot's index in the batch (high half) and how many plain
+	// tasks came before it (low half). Every slot before it has started or
+	// been skipped, so the queue's readers start there (eachWaiting), not
+	// at a run of a thousand started messages.
+	// Zero while no batch runs (endBatch).
+	cursor atomic.Uint64
+
 	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 
 	// stamps are the ring's stamps, by buffer index, where the runner

@@ -305,15 +305,19 @@ func (m *Mailbox) queuePlain(fn func(context.Context) error, arg any, stamp int6
 
 // eachWaiting calls f for each task of m that has not started, oldest
 // first, until f returns false (locked): those of a running batch not yet
-// started (a plain task unclaimed, a turn still Queued; f may meet one the
-// loop is starting now), then the queued ones. k is the task's buffer
-// index, e its entry (nil for a plain task).
+// started (from its loop's cursor on: a plain task unclaimed, a turn still
+// Queued; f may meet one the loop is starting now), then the queued ones.
+// k is the task's buffer index, e its entry (nil for a plain task).
 func (m *Mailbox) eachWaiting(f func(k int, e *Entry) bool) {
 	q := &m.q
 	buf, args := q.buf(), q.argBuf()
 	x := m.x.Load()
-	plain := 0 // plain tasks of the batch before slot i
-	for i := range q.size() {
+	from, plain := 0, 0 // plain: plain tasks of the batch before slot i
+	if x != nil && q.cut > 0 {
+		c := x.cursor.Load()
+		from, plain = int(c>>32), int(uint32(c))
+	}
+	for i := from; i < q.size(); i++ {
 		k := q.at(i)
 		inBatch := i < int(q.cut)
 		if buf[k].fn != nil {
