@@ -41,9 +41,9 @@ func BenchmarkBatchSink(b *testing.B) {
 	ks := keys(batchKeys)
 	ctx := context.Background()
 	// run times the workload: each round queues a closed-gate task on every
-	// key, waits until every gate task runs, submits every message with submit (done counts them down as the
-	// sink handles them), starts the clock, calls opening (if not nil) and
-	// opens the gates.
+	// key, waits until every gate task runs, submits every message with
+	// submit (done counts them down as the sink handles them), starts the
+	// clock, calls opening (if not nil) and opens the gates.
 	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, opening func(), submit func(key string, msg int) error) {
 		defer e.Close(ctx)
 		b.ResetTimer()

@@ -106,9 +106,10 @@
 // the actor's producers block on full channels. BenchmarkThroughputBounded
 // (make bench-bounded) runs the cells of 1, 16 and 1,024 keys for perkey
 // bounded as its users bound it, waiting for room under
-// backpressure.Block(): impl=perkey-bounded with WithMaxPending(10_000)
-// (the README's example), impl=perkey-keycap with WithMaxQueuePerKey(64)
-// (the actor's own bound, per key), beside the actor and unbounded perkey.
+// backpressure.Block(): impl=perkey-keycap with WithMaxQueuePerKey(64) (the
+// actor's own bound, per key, and the README's advice), impl=perkey-bounded
+// with WithMaxPending(10_000) (one bound across all keys), beside the actor
+// and unbounded perkey.
 //
 // Every task bumps its own key's counter, padded to a cache line, and
 // nothing else: no word is written by every task (a shared WaitGroup.Done

@@ -40,8 +40,8 @@ var (
 	throughputBoundedImpls = []string{"actor", "perkey", "perkey-bounded", "perkey-keycap"}
 	throughputBoundedKeys  = []int{1, 16, 1024}
 
-	// boundedMaxPending is impl=perkey-bounded's executor-wide cap, the
-	// README's example (a test lowers it, so that its few tasks meet it).
+	// boundedMaxPending is impl=perkey-bounded's executor-wide cap (a test
+	// lowers it, so that its few tasks meet it).
 	boundedMaxPending = 10_000
 )
 
@@ -89,12 +89,16 @@ const (
 var burstTasks = flag.Int("burst", 1_000_000, "most tasks one executor or actor set takes in BenchmarkThroughput")
 
 // BenchmarkThroughput is the throughput harness (see the package doc).
-func BenchmarkThroughput(b *testing.B) {
+func BenchmarkThroughput(b *testing.B) { benchCells(b, throughputKeys, throughputImpls) }
+
+// benchCells runs the harness's cells of every api, feed and ctx kind at
+// each of keys for each of impls.
+func benchCells(b *testing.B, keys []int, impls []string) {
 	for _, api := range throughputAPIs {
 		for _, feed := range throughputFeeds {
 			for _, ck := range throughputCtxs {
-				for _, n := range throughputKeys {
-					for _, im := range throughputImpls {
+				for _, n := range keys {
+					for _, im := range impls {
 						if im == "floor" && api != "Go" {
 							continue // the floor has no Task
 						}
@@ -109,24 +113,14 @@ func BenchmarkThroughput(b *testing.B) {
 
 // BenchmarkThroughputBounded runs the harness's cells at 1, 16 and 1,024
 // keys for perkey bounded two ways, each waiting for room under
-// backpressure.Block(), as a send on a full channel does: impl=perkey-bounded
-// is the README's advice, WithMaxPending(10_000); impl=perkey-keycap is the
-// actor's own bound, WithMaxQueuePerKey(64). The actor and unbounded perkey
-// run beside them. Every producer outruns the workers here, so once the
-// bound binds, every submission waits for room.
+// backpressure.Block(), as a send on a full channel does: impl=perkey-keycap
+// caps each key as the actor's channel does, WithMaxQueuePerKey(64) (the
+// README's advice); impl=perkey-bounded caps the whole executor,
+// WithMaxPending(10_000). The actor and unbounded perkey run beside them.
+// Every producer outruns the workers here, so once the bound binds, every
+// submission waits for room.
 func BenchmarkThroughputBounded(b *testing.B) {
-	for _, api := range throughputAPIs {
-		for _, feed := range throughputFeeds {
-			for _, ck := range throughputCtxs {
-				for _, n := range throughputBoundedKeys {
-					for _, im := range throughputBoundedImpls {
-						c := cell{api: api, feed: feed, ctx: ck, keys: n, impl: im}
-						b.Run(c.String(), func(b *testing.B) { benchCell(b, c) })
-					}
-				}
-			}
-		}
-	}
+	benchCells(b, throughputBoundedKeys, throughputBoundedImpls)
 }
 
 // BenchmarkThroughputStriped runs the harness's cells for perkey in
