@@ -18,9 +18,9 @@ import (
 // and Submit is queued as a plain task. A Go has its 40-byte context made
 // as the task runs, whatever its ctx, and a batch of them carves theirs
 // from blocks of up to 8 (here the key's batches are 32 long: an eighth of
-// an allocation per task). A Submit allocates its
-// context and Task in one 64-byte object, whatever its ctx (a failing one
-// also makes its Task's waiters, to keep the error).
+// an allocation per task). A Submit allocates its context and Task in one
+// 64-byte object, whatever its ctx (a failing one also makes its Task's
+// waiters, to keep the error).
 // Every executor-wide structure is warmed first, so what is left is per task.
 
 // heapPerOp runs op n times after a warm-up, then waits with drained, and
