@@ -178,7 +178,8 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 			// A group's run: the turns that win their start, up to Max
 			// turns, go to one Run.
 			if scratch == nil {
-				scratch = make([]*Turn, 0, min(g.Max, 1024))
+				// The run ends with the batch: size it by what is left.
+				scratch = make([]*Turn, 0, min(g.Max, b.n-i))
 			}
 			scratch = scratch[:0]
 			j := i
