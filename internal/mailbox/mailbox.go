@@ -189,7 +189,7 @@ func (m *Mailbox) TrimRing(ring int) {
 	if q := &m.q; q.len() > ring {
 		q.setBuf(nil)
 		q.args = nil
-		q.head = 0
+		q.head, q.high = 0, false
 		if st := m.stamps(); st != nil {
 			*st = nil
 		}

@@ -62,6 +62,7 @@ type ring struct {
 	tail, taken uint32
 	cut         uint16 // slots at head in the running batch
 	log         uint8  // the buffer holds 1<<log slots, if there is one
+	high        bool   // the ring held over an eighth of its buffer since the last drop
 }
 
 // buf returns the ring's buffer, nil if it has none.
@@ -147,6 +148,7 @@ func (q *ring) push(fn func(context.Context) error, arg any, stamp int64, st *[]
 		(*st)[k] = stamp
 	}
 	q.tail++
+	q.high = q.high || n >= q.len()>>3
 	return q.tail - 1
 }
 
@@ -217,6 +219,12 @@ func (q *ring) resize(n int, withArgs bool, st *[]int64) {
 // drop removes the n slots at head, which the counts no longer include
 // (a batch that ran, or queued ones taken), clearing them so that what
 // they held can be collected.
+//
+// It gives back what a burst took: a buffer of over 64 slots shrinks to a
+// quarter once the ring held at most an eighth of it from the last drop
+// to this one (high). A queue that drains at every batch and fills again
+// meanwhile, as a Batcher's does, keeps its buffer instead of shrinking and
+// regrowing it each time (Mailbox.Reset drops all but a small ring).
 func (q *ring) drop(n int, st *[]int64) {
 	buf, args := q.buf(), q.argBuf()
 	for i := range n {
@@ -227,10 +235,10 @@ func (q *ring) drop(n int, st *[]int64) {
 		}
 	}
 	q.head = uint32(q.at(n))
-	if l := len(buf); l > 64 && q.size() <= l/8 {
-		// Give back what a burst took (Mailbox.Reset drops all but a small ring).
+	if l := len(buf); l > 64 && !q.high && q.size() <= l/8 {
 		q.resize(l/4, false, st)
 	}
+	q.high = q.size() > q.len()>>3
 }
 
 // trim drops the tombstones at the head of the queue while no batch runs
