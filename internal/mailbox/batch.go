@@ -116,14 +116,10 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 			m.finishRun(running)
 			turns++
 		case grouped != nil:
-			for _, t := range grouped {
-				if t.state.Load() != Done { // not left out (Turn.Leave)
-					m.finishRun(t)
-				}
-			}
+			m.finishRuns(grouped)
 			turns += len(grouped)
 		case inPlain:
-			m.ranBatched()
+			m.ranBatched(1)
 			m.home.r.opt.Plain.SettlePlain(plainArg)
 			plains++
 		default:
@@ -163,7 +159,7 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 			p.RunPlain(m, fn, plainArg, stamp, b.n-i)
 			inPlain = false
 			plains++
-			m.ranBatched()
+			m.ranBatched(1)
 			p.SettlePlain(plainArg)
 			i++
 			continue
@@ -209,11 +205,7 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 				grouped, next = scratch, j
 				g.Run(scratch)
 				grouped = nil
-				for _, t := range scratch {
-					if t.state.Load() != Done { // not left out (Turn.Leave)
-						m.finishRun(t)
-					}
-				}
+				m.finishRuns(scratch)
 				turns += len(scratch)
 			}
 			i = j
@@ -251,15 +243,35 @@ func claim(x *extra, i int) bool {
 // finishRun ends a batched turn that ran: it frees its place, admits a
 // parked submission (queued behind the batch), and settles the turn.
 func (m *Mailbox) finishRun(t *Turn) {
-	m.ranBatched()
+	m.ranBatched(1)
 	t.Finish()
 	t.work.Settle()
 }
 
-// ranBatched frees the place of a batch's task that ran and admits a
-// parked submission (it queues behind the batch).
-func (m *Mailbox) ranBatched() {
-	m.pending.Add(-1)
+// finishRuns is finishRun for the turns of a group's run that ran (not left
+// out, Turn.Leave): they ended together, so their places are freed at once,
+// with one atomic add on the key's count, not one each, and before any
+// settles (whoever sees a task end finds its place free).
+func (m *Mailbox) finishRuns(ts []*Turn) {
+	n := 0
+	for _, t := range ts {
+		if t.state.Load() != Done {
+			n++
+		}
+	}
+	m.ranBatched(n)
+	for _, t := range ts {
+		if t.state.Load() != Done {
+			t.Finish()
+			t.work.Settle()
+		}
+	}
+}
+
+// ranBatched frees the places of n of a batch's tasks that ran and admits
+// parked submissions (they queue behind the batch).
+func (m *Mailbox) ranBatched(n int) {
+	m.pending.Add(-int32(n))
 	x := m.x.Load()
 	if x == nil {
 		return // nothing parked, and the runner measures nothing
@@ -270,7 +282,7 @@ func (m *Mailbox) ranBatched() {
 		m.home.mu.Unlock()
 	}
 	if m.home.r.opt.MeasureService {
-		x.served.Add(1)
+		x.served.Add(int32(n))
 	}
 }
 

@@ -102,7 +102,7 @@ type extra struct {
 	// low bit marks it reported slow (MarkSlow) until a new hold's time.
 	heldSince atomic.Int64
 
-	served  atomic.Int32 // counted unlocked by the drive loop, task by task; decayed locked
+	served  atomic.Int32 // counted unlocked by the drive loop as tasks end; decayed locked
 	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
 	sharers int32        // shared holds granted
 
