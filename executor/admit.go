@@ -98,8 +98,12 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, many bool, own con
 // the executor closes (then j leaves the room, never accepted). A nested
 // call (outer is its task) lends the task's slot meanwhile, as the tasks it
 // waits for may need it; admitted with it lent, park reports lent and
-// leaves it lent (see enter), else it takes it back before returning.
+// leaves it lent (see enter), else it takes it back before returning. A
+// wait that lasts watchAfter watches the ctxs of what holds the room from
+// then on (see watch.go).
 func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (lent bool, err error) {
+	late := lateWatch[K]{e: e, key: j.ctx.key, own: j.watched()}
+	defer late.stop()
 	var b *blocker[K]
 	if outer != nil {
 		// A nested call waiting for room waits for the key's queue to
@@ -115,6 +119,8 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		}
 	}
 	lent = outer.lend(e.runner)
+	after := late.arm()
+wait:
 	select {
 	case <-j.done:
 		e.unblock(b)
@@ -122,6 +128,10 @@ func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, o
 		return lent, nil
 	case <-ctx.Done():
 	case <-e.closing:
+	case <-after:
+		after = nil
+		late.watch()
+		goto wait
 	}
 	e.unblock(b) // no longer waiting for room, whatever follows
 	if !m.Unpark(j.turn.Entry()) {

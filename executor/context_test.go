@@ -248,10 +248,10 @@ func blockingExec(t *testing.T) *executor.Executor[string] {
 // TestContextFreesWaitingRoom: a submission waiting for room (Block), at a
 // key's cap or at the executor-wide one, is let in as soon as the ctx of a
 // task holding that room ends, though nobody waits on that task: the
-// waiting submission watches the ctxs of what holds the room, and their
-// end sweeps their keys. The task is one queued before it came (a Go, a
-// Submit), or one let in from the room before it (a Submit that waited
-// too).
+// waiting submission watches the ctxs of what holds the room (at a key's
+// cap once it has waited RoomWatchAfter), and their end sweeps their keys.
+// The task is one queued before it came (a Go, a Submit), or one let in
+// from the room before it (a Submit that waited too).
 func TestContextFreesWaitingRoom(t *testing.T) {
 	for _, tc := range []struct {
 		room string
@@ -323,6 +323,8 @@ func freesWaitingRoom(t *testing.T, capOpt executor.Option, ahead string) {
 		t.Fatalf("the last Submit did not wait for room: %v", err)
 	default:
 	}
+	time.Sleep(executor.RoomWatchAfter) // the wait has lasted: it watches
+	synctest.Wait()
 	cancel() // nobody waits on the task with ctx: only the waiting Submit watches it
 	synctest.Wait()
 	select {
@@ -381,7 +383,9 @@ func TestContextFreesGlobalRoomQueuedLate(t *testing.T) {
 		go func() { results <- e.Go(ctx, "late", func(context.Context) error { ran.Store(true); return nil }) }()
 		synctest.Wait() // reserved the second place, not yet queued
 		go func() { results <- e.Go(bg, "waiter", nop) }()
-		synctest.Wait() // the waiter has looked at every queue and waits for room
+		synctest.Wait()
+		time.Sleep(executor.RoomWatchAfter) // the waiter has looked at every queue and waits for room
+		synctest.Wait()
 		close(reserved)
 		synctest.Wait()
 		if err := <-results; err != nil {
@@ -445,6 +449,11 @@ func TestContextWaitingRoomWatchesOnce(t *testing.T) {
 				results <- err
 			}()
 		}
+		synctest.Wait()
+		if n := executor.WatchedRooms(e); n != 0 {
+			t.Errorf("%d waiting rooms watched before any wait lasted %v", n, executor.RoomWatchAfter)
+		}
+		time.Sleep(executor.RoomWatchAfter)
 		synctest.Wait()
 		if n := executor.WatchedCtxs(e, "k"); n != 1 {
 			t.Errorf("%d waiting submissions watch %d ctxs; want 1, the one they all share", waiters, n)
@@ -514,6 +523,8 @@ func TestContextWatchBounded(t *testing.T) {
 				}
 				most := 0
 				for range producers * each {
+					synctest.Wait()
+					time.Sleep(executor.RoomWatchAfter) // each wait lasts: it watches
 					synctest.Wait()
 					most = max(most, watched(e))
 					step <- struct{}{}

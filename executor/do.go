@@ -216,9 +216,6 @@ func (e *Executor[K]) waitRoom(ctx context.Context, j *job[K], m *mailbox.Mailbo
 	if j.done == nil {
 		j.done = make(chan struct{}, 1) // an asynchronous job's, for park
 	}
-	if e.watchKey(m, j.ctx.key, j.watched()) {
-		defer e.leaveKey(j.ctx.key)
-	}
 	m.Park(j.turn.Entry())
 	m.Release()
 	if lent, err := e.park(ctx, j, m, outer); err != nil || !lent {

@@ -52,6 +52,13 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
+	// watchAfter is how long a wait in a key's room lasts before it watches
+	// what holds the room (roomWatchAfter; tests shorten it). timers are
+	// stopped timers for those waits, so that a wait allocates none. They
+	// are the executor's, not the package's: under testing/synctest a timer
+	// belongs to the bubble that made it, as the executor does.
+	watchAfter time.Duration
+	timers     sync.Pool
 	// watchMu guards watches and global, the room watches of the keys and of
 	// the executor (see watch.go); only a submission waiting for room takes it.
 	watchMu sync.Mutex
@@ -158,7 +165,8 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		cfg.logger = defaultLogger(cfg.slow > 0)
 	}
 	e := &Executor[K]{cfg: cfg, ledger: ledger{drained: make(chan struct{})},
-		closing: make(chan struct{}), stopped: make(chan struct{})}
+		closing: make(chan struct{}), stopped: make(chan struct{}), watchAfter: roomWatchAfter}
+	e.timers.New = newStoppedTimer
 	e.created = time.Now()
 	e.subOps, e.plainOps = subOps[K](), plainOps(e)
 	e.keyCheck = keyCheckOf[K]()

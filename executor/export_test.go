@@ -60,3 +60,11 @@ func Waiting[K comparable](e *Executor[K], key K) (plain, turns int) {
 // reserved room, before it locks its key's mailbox (see Executor.reserved).
 // Set it before e is used.
 func OnReserved[K comparable](e *Executor[K], f func(key K)) { e.reserved = f }
+
+// RoomWatchAfter is how long a wait for room lasts before it watches what
+// holds the room (see lateWatch).
+const RoomWatchAfter = roomWatchAfter
+
+// WatchAtOnce makes every wait for room watch what holds the room as it
+// begins (see lateWatch), for a test whose model has no clock for it.
+func WatchAtOnce[K comparable](e *Executor[K]) { e.watchAfter = 0 }

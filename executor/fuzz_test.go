@@ -517,6 +517,10 @@ func (r *fuzzRun) run() {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	// The model lets a waiter in as soon as a ctx ahead of it ends; the
+	// delay before a wait watches (TestContextWaitingRoomWatchesOnce) is
+	// not part of it.
+	executor.WatchAtOnce(e)
 	r.e = e
 	if r.batching {
 		r.batcher, err = executor.NewBatcher(e, r.batchFn, executor.WithMaxBatch(r.maxBatch))

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // room is the executor's waiting room for executor-wide room (WithMaxPending
@@ -44,19 +45,26 @@ func (r *room) busy() bool { return r.waiting.Load() > 0 }
 // wait waits in line on lane until a unit is handed over (the waiter is
 // returned, in transit: it calls handOn once it has taken its place), or
 // until ctx ends or closing is closed (nil). A unit handed over while it
-// was leaving is passed on with giveBack, so none is lost.
-func (r *room) wait(ctx context.Context, lane uint64, closing <-chan struct{}, take func() bool, giveBack func()) *roomWaiter {
+// was leaving is passed on with giveBack, so none is lost. If after fires
+// first, it calls late and waits on.
+func (r *room) wait(ctx context.Context, lane uint64, closing <-chan struct{}, take func() bool, giveBack func(),
+	after <-chan time.Time, late func()) *roomWaiter {
 	w := &roomWaiter{ch: make(chan struct{}), lane: lane}
 	r.mu.Lock()
 	r.waiters = append(r.waiters, w)
 	r.waiting.Add(1)
 	r.handLocked(take) // room may have appeared before w was listed
 	r.mu.Unlock()
+wait:
 	select {
 	case <-w.ch:
 		return w
 	case <-ctx.Done():
 	case <-closing:
+	case <-after:
+		after = nil
+		late()
+		goto wait
 	}
 	r.mu.Lock()
 	select {
@@ -152,19 +160,19 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 }
 
 // parkGlobal waits in the room for executor-wide room until ctx ends or
-// the executor closes, watching meanwhile the ctxs of the tasks that hold
-// room (watchGlobal: key and own are the submission's; a DoMany, many,
-// has no key of its own). On success the caller holds a reservation and
-// is in transit (handed), which it ends (room.handOn) once placed in its
-// key's queue or refused.
+// the executor closes, watching, once it has waited watchAfter, the ctxs
+// of the tasks that hold room (watchGlobal: key and own are the
+// submission's; a DoMany, many, has no key of its own). On success the
+// caller holds a reservation and is in transit (handed), which it ends
+// (room.handOn) once placed in its key's queue or refused.
 func (e *Executor[K]) parkGlobal(ctx context.Context, key K, many bool, own context.Context) (handed *roomWaiter, err error) {
-	e.watchGlobal(key, own)
-	defer e.leaveGlobal()
+	late := lateWatch[K]{e: e, key: key, own: own, global: true}
+	defer late.stop()
 	var lane uint64 // every lane
 	if !many {
 		lane = max(e.router.Hash(key), 1)
 	}
-	if w := e.room.wait(ctx, lane, e.closing, e.takeRoom, e.unreserve); w != nil {
+	if w := e.room.wait(ctx, lane, e.closing, e.takeRoom, e.unreserve, late.arm(), late.watch); w != nil {
 		if e.closed.Load() {
 			e.room.handOn(w, e.takeRoom)
 			e.unreserve()

@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/perkey/perkey/internal/mailbox"
 )
@@ -18,6 +19,18 @@ import (
 // AfterFunc's goroutine, where the swept tasks' callbacks run). Synchronous
 // tasks need no watch: their callers withdraw them.
 //
+// A wait for room, at a key's cap or the executor's, watches only once it
+// has lasted roomWatchAfter (lateWatch). A registration costs about 1 µs and 500 B per distinct ctx,
+// and a producer held at a cap waits about as long as the tasks ahead take
+// to run: with a ctx per task, watching every wait from its start cost
+// each task a registration and a look at what holds the room, and a
+// producer at a full key ran 3 to 4 times slower than since. A room whose
+// tasks move lets its waiters in before they watch anything; only one that
+// stands still (its tasks blocked, or slow) needs the watch, and then an
+// ended ctx ahead lets the waiter in at most roomWatchAfter late. Arrival
+// at the cap still sweeps first (admit), so a ctx that ended before the
+// wait began never holds it up.
+//
 // The waiters of one room share one watch (roomWatch), which watches each
 // distinct ctx (by its Done channel) once and ends with the last waiter.
 // Its cost is the waiters', never a queued task's, and is bounded by what
@@ -30,8 +43,8 @@ import (
 //     included once let in (nobody else enters ahead of it). Each waiter
 //     looks at the key's mailbox under its lock.
 //   - The executor's room (watchGlobal, WithMaxPending): the same, over
-//     every key. The first waiter looks at every mailbox, one shard lock at
-//     a time; a later one adds only its own ctx (nobody else takes room
+//     every key. The first waiter to watch looks at every mailbox, one shard
+//     lock at a time; a later one adds only its own ctx (nobody else takes room
 //     while anyone waits), and looks again once the watch has doubled since
 //     the last look: O(1) amortised per waiter. A submission that reserved
 //     room before a waiter came may be queued after that waiter's look
@@ -59,12 +72,12 @@ type seen[K comparable] struct {
 	key K
 }
 
-// watchKey watches, for a submission about to wait in key's room (m
-// locked), the ctxs of what is ahead of it, and own (its ctx if it is
-// asynchronous). If any of them can end it joins key's watch and reports
-// true, and calls leaveKey as it leaves; if none can, nothing ahead of it
-// ever needs watching (what is let in before it was parked ahead of it),
-// and it costs nothing.
+// watchKey watches, for a submission waiting in key's room (m locked; see
+// lateWatch), the ctxs of what is ahead of it (and of what was parked
+// behind it since), and own (its ctx if it is asynchronous). If any of them
+// can end it joins key's watch and reports true, and calls leaveKey as it
+// leaves; if none can, nothing ahead of it ever needs watching (what is let
+// in before it was parked ahead of it), and it costs nothing.
 func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (joined bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -93,6 +106,67 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 	w.prune(gen)
 	w.waiters++ // last, as in joinGlobal: a ctx's Done is user code
 	return true
+}
+
+// roomWatchAfter is how long a wait in a key's room lasts before it
+// watches what holds the room (see "Watching the room").
+const roomWatchAfter = time.Millisecond
+
+// newStoppedTimer makes a timer for Executor.timers.
+func newStoppedTimer() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
+
+// lateWatch is the watch of one wait for room, begun once the wait has
+// lasted watchAfter (see "Watching the room"): in key's room, or in the
+// executor's if global.
+type lateWatch[K comparable] struct {
+	e      *Executor[K]
+	key    K
+	own    context.Context // the waiting submission's ctx if asynchronous (job.watched)
+	global bool
+	t      *time.Timer // from timers, once armed
+	joined bool        // watch joined the room's watch: stop leaves it
+}
+
+// arm starts the wait's clock: the channel fires once it has lasted
+// watchAfter, and the waiter then calls watch.
+func (w *lateWatch[K]) arm() <-chan time.Time {
+	w.t = w.e.timers.Get().(*time.Timer)
+	w.t.Reset(w.e.watchAfter)
+	return w.t.C
+}
+
+// watch joins the room's watch (watchKey, watchGlobal) for the rest of the
+// wait. The key's mailbox is gone only if the waiter was let in and its
+// queue drained since: then there is nothing to watch.
+func (w *lateWatch[K]) watch() {
+	if w.global {
+		w.e.watchGlobal(w.key, w.own)
+		w.joined = true
+		return
+	}
+	if m := w.e.router.Find(w.key); m != nil {
+		w.joined = w.e.watchKey(m, w.key, w.own)
+		m.Release()
+	}
+}
+
+// stop ends the wait's watch, if any, and gives its timer back.
+func (w *lateWatch[K]) stop() {
+	if w.t != nil {
+		w.t.Stop()
+		w.e.timers.Put(w.t)
+	}
+	switch {
+	case !w.joined:
+	case w.global:
+		w.e.leaveGlobal()
+	default:
+		w.e.leaveKey(w.key)
+	}
 }
 
 // leaveKey is a waiter leaving key's room (see watchKey): its watch is
