@@ -373,7 +373,7 @@ func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
 			return
 		}
-		if j := jobOf[K](t); j.async && j.ctx.caller().Err() != nil {
+		if j := jobOf[K](t); j.async && ctxErr(j.ctx.caller()) != nil {
 			out = append(out, j)
 		}
 	})
@@ -384,5 +384,5 @@ func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 // runtime.Goexit while an earlier one ends (forEach); cancel skips a job
 // listed twice (a multi-key task) or started meanwhile.
 func (e *Executor[K]) cancelEnded(jobs []*job[K]) {
-	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], jobs[i].ctx.caller().Err()) })
+	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], ctxErr(jobs[i].ctx.caller())) })
 }

@@ -298,7 +298,7 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 			j, msg = jobOf[K](t), t.Work().(message[M]).message()
 			c = j.ctx
 		}
-		if err := c.caller().Err(); err != nil {
+		if err := ctxErr(c.caller()); err != nil {
 			e.abandon(j, err) // left out: its ctx ended before the batch started
 			t.Leave()         // its Wait returns, and its room is free, now
 			continue

@@ -287,3 +287,44 @@ func whyNotRun(err error) string {
 	}
 	return "withdrawn before it started"
 }
+
+// A queued task's ctx is user code too. The executor asks it (Err, Done)
+// in sweeps and watches with a key's mailbox or the watch lock held, and
+// on other callers' goroutines: a ctx whose method panics must leave no
+// lock held and fail no other call. ctxErr and ctxDone contain it: such a
+// ctx counts as ended, its task ends with a *PanicError naming the ctx's
+// panic (the error handler or its Wait hears of it), and it is never
+// watched.
+
+// ctxErr is ctx.Err(), or a *PanicError if Err panics.
+func ctxErr(ctx context.Context) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Value: fmt.Errorf("perkey: the task's ctx panicked in Err: %v", v), Stack: debug.Stack()}
+		}
+	}()
+	return ctx.Err()
+}
+
+// ctxDone is ctx.Done(), or nil (never ends) if Done panics.
+func ctxDone(ctx context.Context) (d <-chan struct{}) {
+	defer func() {
+		if recover() != nil {
+			d = nil
+		}
+	}()
+	return ctx.Done()
+}
+
+// ctxAfterFunc is context.AfterFunc(ctx, f), or nil if ctx panics as it
+// registers. (A ctx that is not the standard library's is watched from a
+// goroutine of package context, which asks it for Err once it has ended:
+// a panic there is beyond the executor's reach.)
+func ctxAfterFunc(ctx context.Context, f func()) (stop func() bool) {
+	defer func() {
+		if recover() != nil {
+			stop = nil
+		}
+	}()
+	return context.AfterFunc(ctx, f)
+}

@@ -108,7 +108,7 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 func (j *job[K]) Run() {
 	e := j.e
 	c := j.ctx
-	err := c.caller().Err()
+	err := ctxErr(c.caller())
 	if err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}

@@ -560,7 +560,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int, caller context.Context
 // t) a failure goes to the error handler. A task whose ctx ended, or that a
 // giving-up Close abandoned, is not run and counts as canceled.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
-	err := c.caller().Err()
+	err := ctxErr(c.caller())
 	if err == nil && e.force.Err() != nil {
 		err = ErrClosed
 	}
@@ -617,7 +617,7 @@ func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out
 // plainArg) has ended; a Go with context.Background() has none to end.
 func ctxEnded[K comparable](arg any) bool {
 	ctx := plainCaller[K](arg)
-	return ctx != nil && ctx.Err() != nil
+	return ctx != nil && ctxErr(ctx) != nil
 }
 
 // takeAll is TakePlain's drop for a giving-up Close: every task.
@@ -646,7 +646,7 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	}()
 	c, t := e.plainTask(m, arg, 0)
 	if why == nil {
-		why = c.caller().Err()
+		why = ctxErr(c.caller())
 	}
 	e.plainAbandoned(c, t, why)
 }

@@ -97,7 +97,7 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 		e.watch(w, gen, ctx, key)
 	}
 	e.eachAhead(m, add)
-	if own != nil && own.Done() != nil {
+	if own != nil && ctxDone(own) != nil {
 		add(own)
 	}
 	if gen == 0 {
@@ -261,7 +261,7 @@ func newRoomWatch[K comparable]() *roomWatch[K] {
 // that can end (Done not nil).
 func (e *Executor[K]) eachAhead(m *mailbox.Mailbox, f func(ctx context.Context)) {
 	e.eachAsync(m, func(ctx context.Context) {
-		if ctx.Done() != nil {
+		if ctxDone(ctx) != nil {
 			f(ctx)
 		}
 	})
@@ -296,15 +296,17 @@ func (w *roomWatch[K]) look() uint64 {
 
 // watch adds ctx, found on key by the look gen (or added since), to w.
 func (e *Executor[K]) watch(w *roomWatch[K], gen uint64, ctx context.Context, key K) {
-	d := ctx.Done()
+	d := ctxDone(ctx)
 	if d == nil {
 		return // never ends
 	}
 	c := w.watched[d]
 	if c == nil {
 		c = &watchedCtx[K]{gen: gen}
+		if c.stop = ctxAfterFunc(ctx, func() { e.watchEnded(w, d, c) }); c.stop == nil {
+			return // its methods panic: never watched
+		}
 		w.watched[d] = c
-		c.stop = context.AfterFunc(ctx, func() { e.watchEnded(w, d, c) })
 	}
 	if c.gen < gen {
 		c.gen, c.keys = gen, c.keys[:0] // found by a newer look: its keys are the look's
