@@ -268,8 +268,9 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //     task's as well;
 //   - at a cap: before a per-key or the global cap refuses a submission or
 //     makes it wait, tasks whose ctx has ended are dropped (sweep); and
-//     while a submission waits for room, the ctxs of the tasks holding it
-//     are watched, so their end lets it in at once (watch.go).
+//     once a submission has waited for room for roomWatchAfter, the ctxs
+//     of the tasks holding it are watched, so their end lets it in
+//     (watch.go).
 
 // sweep drops m's (locked) tasks that have not started and whose ctx has
 // ended, those a running batch has taken included. If none, it reports
@@ -384,5 +385,5 @@ func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 // runtime.Goexit while an earlier one ends (forEach); cancel skips a job
 // listed twice (a multi-key task) or started meanwhile.
 func (e *Executor[K]) cancelEnded(jobs []*job[K]) {
-	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], ctxErr(jobs[i].ctx.caller())) })
+	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], sweptErr(jobs[i].ctx.caller())) })
 }

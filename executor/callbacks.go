@@ -306,6 +306,17 @@ func ctxErr(ctx context.Context) (err error) {
 	return ctx.Err()
 }
 
+// sweptErr is the error a task ends with once a sweep took it out because
+// its ctx had ended (ctxErr under the lock): the ctx's error, asked again
+// unlocked. A ctx that answers nil the second time (one that lies) still
+// ends its task as canceled, never with a nil error.
+func sweptErr(ctx context.Context) error {
+	if err := ctxErr(ctx); err != nil {
+		return err
+	}
+	return context.Canceled
+}
+
 // ctxDone is ctx.Done(), or nil (never ends) if Done panics.
 func ctxDone(ctx context.Context) (d <-chan struct{}) {
 	defer func() {

@@ -115,3 +115,45 @@ func TestContextMethodsPanic(t *testing.T) {
 		})
 	}
 }
+
+// lyingCtx ends for its second Err only: a sweep finds it ended, then it
+// says it is not.
+type lyingCtx struct {
+	context.Context
+	calls atomic.Int64
+}
+
+func (c *lyingCtx) Err() error {
+	if c.calls.Add(1) == 2 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// TestContextThatLies: a task a sweep took out because its ctx had ended
+// ends with an error even if its ctx says otherwise when asked again: it is
+// never reported as ending with none.
+func TestContextThatLies(t *testing.T) {
+	handled := make(chan error, 2)
+	e := newExec[string](t, executor.WithWorkers(2), executor.WithMaxQueuePerKey(2),
+		executor.WithErrorHandler(func(_ any, err error) { handled <- err }))
+	bg := context.Background()
+	gate, running := make(chan struct{}), make(chan struct{})
+	defer close(gate)
+	if err := e.Go(bg, "k", func(context.Context) error { close(running); <-gate; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, "the first task to run", running)
+	if err := e.Go(&lyingCtx{Context: bg}, "k", nop); err != nil {
+		t.Fatalf("Go with the lying ctx: %v", err)
+	}
+	if err := e.Go(bg, "k", nop); err != nil { // at the cap: sweeps the lying task out
+		t.Fatalf("the Go at the cap: got %v; want nil", err)
+	}
+	if err := recv(t, "the error handler, for the swept task", handled); !errors.Is(err, context.Canceled) {
+		t.Errorf("the swept task ended with %v; want %v", err, context.Canceled)
+	}
+	if s := e.Stats(); s.Canceled != 1 {
+		t.Errorf("Stats().Canceled = %d; want 1", s.Canceled)
+	}
+}

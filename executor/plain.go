@@ -646,7 +646,7 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	}()
 	c, t := e.plainTask(m, arg, 0)
 	if why == nil {
-		why = ctxErr(c.caller())
+		why = sweptErr(c.caller())
 	}
 	e.plainAbandoned(c, t, why)
 }
