@@ -24,8 +24,17 @@ const (
 // sink sleeps as the batch workload's sink costs for n messages.
 func sink(n int) { time.Sleep(batchCall + time.Duration(n)*batchPerMsg) }
 
+// execGate queues a benchmark's gate task on e.
+func execGate(e *executor.Executor[string]) func(key string, fn func()) error {
+	return func(key string, fn func()) error {
+		return e.Go(context.Background(), key, func(context.Context) error { fn(); return nil })
+	}
+}
+
 // BenchmarkBatchSink runs the batch workload with a Batcher (max 100), with
-// per-message Go (one sink call per message), and the ideal: each key's
+// per-message Go (one sink call per message), with the floor (the smallest
+// batcher that keeps what a Batcher.Submit message pays for, see
+// floorBatcher, on as many workers), and the ideal: each key's
 // messages in batchPerKey/batchMax calls of batchMax back to back, on a
 // goroutine per key (about 10 calls of 2 ms, so about 20 ms). Reports ms/op.
 //
@@ -44,8 +53,7 @@ func BenchmarkBatchSink(b *testing.B) {
 	// key, waits until every gate task runs, submits every message with
 	// submit (done counts them down as the sink handles them), starts the
 	// clock, calls opening (if not nil) and opens the gates.
-	run := func(b *testing.B, e *executor.Executor[string], done *sync.WaitGroup, opening func(), submit func(key string, msg int) error) {
-		defer e.Close(ctx)
+	run := func(b *testing.B, goGate func(key string, fn func()) error, done *sync.WaitGroup, opening func(), submit func(key string, msg int) error) {
 		b.ResetTimer()
 		for range b.N {
 			b.StopTimer()
@@ -53,7 +61,7 @@ func BenchmarkBatchSink(b *testing.B) {
 			var started sync.WaitGroup
 			started.Add(batchKeys)
 			for _, k := range ks {
-				if err := e.Go(ctx, k, func(context.Context) error { started.Done(); <-gate; return nil }); err != nil {
+				if err := goGate(k, func() { started.Done(); <-gate }); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -109,7 +117,8 @@ func BenchmarkBatchSink(b *testing.B) {
 			opened = time.Now()
 			mu.Unlock()
 		}
-		run(b, e, &done, opening, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
+		defer e.Close(ctx)
+		run(b, execGate(e), &done, opening, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
 		mu.Lock()
 		firsts += last
 		mu.Unlock()
@@ -120,7 +129,19 @@ func BenchmarkBatchSink(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
 		fn := func(context.Context) error { sink(1); done.Done(); return nil }
-		run(b, e, &done, nil, func(k string, _ int) error { return e.Go(ctx, k, fn) })
+		defer e.Close(ctx)
+		run(b, execGate(e), &done, nil, func(k string, _ int) error { return e.Go(ctx, k, fn) })
+	})
+	b.Run("impl=floor", func(b *testing.B) {
+		var done sync.WaitGroup
+		f := newFloorBatcher(batchKeys, batchMax, func(_ context.Context, _ string, msgs []int) error {
+			sink(len(msgs))
+			done.Add(-len(msgs))
+			return nil
+		})
+		defer f.Close()
+		gate := func(k string, fn func()) error { f.Go(k, fn); return nil }
+		run(b, gate, &done, nil, func(k string, i int) error { f.Submit(ctx, k, i); return nil })
 	})
 	b.Run("impl=ideal", func(b *testing.B) {
 		for range b.N {

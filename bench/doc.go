@@ -28,13 +28,16 @@
 //     actor never gives anything back.
 //   - impl=perkey-go: perkey fed by Go (fire and forget, no Task) where the
 //     others are fed by Submit, with context.Background().
-//   - impl=floor, in UncontendedDo and in the Throughput cells of Go: not
+//   - impl=floor, in UncontendedDo, in the Throughput cells of Go and in
+//     BatchSink: not
 //     an alternative but a measuring stick, the smallest executor that
 //     keeps what perkey pays for on that path (a sharded table whose
 //     entries retire when their key drains, a FIFO queue or hold per key, a
 //     bound on running tasks shared fairly by the keys, a fresh ctx per
 //     task naming its key, recovered panics, exact counters) and nothing
-//     else (floor_test.go and floor_go_test.go list what each leaves out).
+//     else (floor_test.go, floor_go_test.go and floor_batch_test.go list
+//     what each leaves out; the batch floor's message is a record of its
+//     outcome, left out of its batch if its ctx ended).
 //     The gap between it and perkey is what the rest of perkey costs on
 //     that path; the gap between it and the actor is what the guarantees
 //     cost.
