@@ -79,11 +79,13 @@ type block struct{}
 // gives up leaves nothing behind. A waiter enters its key's queue as soon as
 // a task of the key ends. The ctx of an asynchronous task holding the room
 // it waits for may end too (that task then never runs): a task already
-// ended when the waiter came is dropped first, and one that ends later lets
-// the waiter in as it ends, or, if the waiter has waited under a
-// millisecond, a millisecond after it came (watching costs about 1 µs per
-// distinct ctx, so only a wait that lasts pays it). Once Close has begun
-// none enters, and all leave with ErrClosed.
+// ended when the waiter came is dropped first (in a room holding over 256
+// tasks, which is looked over at most once a millisecond, up to a
+// millisecond later), and one that ends later lets the waiter in as it
+// ends, or, if the waiter has waited under a millisecond, a millisecond
+// after it came (watching costs about 1 µs per distinct ctx, so only a
+// wait that lasts pays it). Once Close has begun none enters, and all
+// leave with ErrClosed.
 //
 // A nested call (one made with a running task's ctx) waits like any other
 // and lends its task's execution slot meanwhile, except where the room it

@@ -267,10 +267,39 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //   - by a caller waiting for it: Do watches its own ctx, Task.Wait the
 //     task's as well;
 //   - at a cap: before a per-key or the global cap refuses a submission or
-//     makes it wait, tasks whose ctx has ended are dropped (sweep); and
-//     once a submission has waited for room for roomWatchAfter, the ctxs
-//     of the tasks holding it are watched, so their end lets it in
-//     (watch.go).
+//     makes it wait, tasks whose ctx has ended are dropped (sweep; a large
+//     scope at most once per capSweepEvery, see below); and once a
+//     submission has waited for room for roomWatchAfter, the ctxs of the
+//     tasks holding it are watched, so their end lets it in (watch.go).
+//
+// A sweep at a cap walks every task of its scope (a key's queue, or every
+// queue for the executor's cap) and asks each asynchronous one's ctx Err.
+// A full cap stays full while its tasks wait: every submission that comes
+// meets it, and with a walk each, a refusal cost O(pending), not O(1), and
+// held the scope's shard locks for the walk (about 0.4 ms at
+// WithMaxPending(10,000) with a ctx per task, against 0.2 µs). So a scope
+// holding more than capSweepSmall tasks is swept at most once per
+// capSweepEvery (capSweep, sweepAll): a ctx that ended since the last
+// sweep may cause a refusal, or a wait, for at most that long, as a wait's
+// watch may (watch.go). A smaller scope is swept at every refusal: its walk
+// costs what a few allocations do.
+const (
+	capSweepSmall = 256
+	capSweepEvery = time.Millisecond
+)
+
+// capSweep is sweep for a submission at m's cap (m locked), limited as
+// above; the time of m's last large sweep is kept in its plain core.
+func (e *Executor[K]) capSweep(m *mailbox.Mailbox) bool {
+	if e.sweepEvery > 0 && m.Pending() > capSweepSmall {
+		p, now := e.plainCore(m), monotime()
+		if p.sweptAt != 0 && now-p.sweptAt < int64(e.sweepEvery) {
+			return false
+		}
+		p.sweptAt = now
+	}
+	return e.sweep(m)
+}
 
 // sweep drops m's (locked) tasks that have not started and whose ctx has
 // ended, those a running batch has taken included. If none, it reports
@@ -328,6 +357,14 @@ func (e *Executor[K]) sweepAll() bool {
 	if !e.cancelable.Load() {
 		return false
 	}
+	if e.sweepEvery > 0 && e.pending.Load() > capSweepSmall {
+		// A large executor is swept at most once per capSweepEvery (see
+		// "Lazy cancellation"); of concurrent submissions one sweeps.
+		at, now := e.sweptAt.Load(), monotime()
+		if at != 0 && now-at < int64(e.sweepEvery) || !e.sweptAt.CompareAndSwap(at, now) {
+			return false
+		}
+	}
 	e.cancelable.Store(false)
 	var (
 		ended []*job[K]
@@ -348,13 +385,13 @@ func (e *Executor[K]) sweepAll() bool {
 	return len(ended) > 0 || len(taken) > 0
 }
 
-// sweepKeys is sweep over the mailboxes of keys, for a DoMany refused at a
-// key's cap.
+// sweepKeys is capSweep over the mailboxes of keys, for a DoMany refused
+// at a key's cap.
 func (e *Executor[K]) sweepKeys(keys []K) bool {
 	swept := false
 	for _, k := range keys {
 		m := e.router.Acquire(k)
-		if e.sweep(m) {
+		if e.capSweep(m) {
 			swept = true
 		} else {
 			m.Release()

@@ -156,6 +156,90 @@ func TestContextGivesGlobalPlaceBack(t *testing.T) {
 	}
 }
 
+// errCounting is a ctx that counts the calls of its Err.
+type errCounting struct {
+	context.Context
+	calls *atomic.Int64
+}
+
+func (c errCounting) Err() error { c.calls.Add(1); return c.Context.Err() }
+
+// TestCapSweepLimited: a cap whose scope holds more than CapSweepSmall
+// tasks (a key's, or the executor's) sweeps at most once per CapSweepEvery.
+// Refusals in a row ask no queued ctx again (each walked the whole queue
+// before), a ctx that ended since the last sweep may cause a refusal for
+// that long, and then the next refusal's sweep drops it and lets the
+// submission in.
+func TestCapSweepLimited(t *testing.T) {
+	const size = executor.CapSweepSmall + 10
+	for _, scope := range []string{"key", "executor"} {
+		t.Run(scope, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				opt := executor.WithMaxQueuePerKey(size)
+				if scope == "executor" {
+					opt = executor.WithMaxPending(size)
+				}
+				e, err := executor.New[string](executor.WithWorkers(1), opt)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bg := context.Background()
+				gate := make(chan struct{})
+				defer func() {
+					close(gate)
+					if err := e.Close(bg); err != nil {
+						t.Error(err)
+					}
+				}()
+				if err := e.Go(bg, "k", func(context.Context) error { <-gate; return nil }); err != nil {
+					t.Fatal(err)
+				}
+				var calls atomic.Int64
+				ctx, cancel := context.WithCancel(bg)
+				queued := errCounting{ctx, &calls}
+				var tasks []*executor.Task
+				for range size - 1 {
+					task, err := e.Submit(queued, "k", func(context.Context) error { t.Error("a task whose ctx ended ran"); return nil })
+					if err != nil {
+						t.Fatal(err)
+					}
+					tasks = append(tasks, task)
+				}
+				synctest.Wait()
+				refuse := func(what string) {
+					t.Helper()
+					if err := e.Go(bg, "k", nop); !errors.Is(err, executor.ErrBusy) {
+						t.Fatalf("%s: Go at the cap: got %v; want ErrBusy", what, err)
+					}
+				}
+				calls.Store(0)
+				refuse("the first refusal")
+				if n := calls.Load(); n < size-1 {
+					t.Fatalf("the first refusal asked %d queued ctxs; want all %d", n, size-1)
+				}
+				calls.Store(0)
+				for range 100 {
+					refuse("a refusal right after")
+				}
+				if n := calls.Load(); n != 0 {
+					t.Errorf("100 refusals within %v of a sweep asked queued ctxs %d times; want 0", executor.CapSweepEvery, n)
+				}
+				cancel()
+				refuse("a refusal right after the queued ctx ended")
+				time.Sleep(executor.CapSweepEvery)
+				if err := e.Go(bg, "k", nop); err != nil {
+					t.Errorf("Go %v after the queued ctx ended: got %v; want nil", executor.CapSweepEvery, err)
+				}
+				for _, task := range tasks {
+					if !errors.Is(task.Wait(bg), context.Canceled) {
+						t.Fatal("a task whose ctx ended did not end with its error")
+					}
+				}
+			})
+		})
+	}
+}
+
 // keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
 // executor's.
 type keyWaitsGlobalRefuses struct{}

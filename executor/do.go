@@ -164,7 +164,7 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 			return nil, false, errWaitsOnCaller
 		}
 		v, err := e.askKeyHeld(m, key, true)
-		if v != backpressure.Admit && !swept && e.sweepReserved(func() bool { return e.sweep(m) }) {
+		if v != backpressure.Admit && !swept && e.sweepReserved(func() bool { return e.capSweep(m) }) {
 			continue // tasks whose ctx ended held room: ask again
 		}
 		if v == backpressure.Reject {
@@ -265,7 +265,10 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // its key's queue, or when a cap is reached (a cap first drops the queued
 // tasks whose ctx has ended, so they never cause a refusal, and calls that
 // wait for room at the key's cap watch the tasks ahead of them), and Stats
-// count it as queued until then. Watching ctx costs nothing per task. For
+// count it as queued until then. A cap holding over 256 tasks drops them at
+// most once a millisecond, so that a refusal costs no walk of its queue: a
+// ctx that ended within that millisecond may cause a refusal, or a wait,
+// until then. Watching ctx costs nothing per task. For
 // work a request's handler does not wait for, pass
 // context.WithoutCancel(r.Context()): the request's ctx ends when the
 // handler returns. Once fn runs, its ctx ends when ctx does.

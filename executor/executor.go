@@ -69,6 +69,12 @@ type Executor[K comparable] struct {
 	// cancelable: under a global cap, an asynchronous task whose ctx is not
 	// context.Background() may be queued; sweepAll walks only then.
 	cancelable atomic.Bool
+	// sweepEvery is how often a large scope is swept at its cap
+	// (capSweepEvery; tests set 0: at every refusal), and sweptAt the
+	// monotime of the executor's last large sweepAll (see "Lazy
+	// cancellation" in admit.go).
+	sweepEvery time.Duration
+	sweptAt    atomic.Int64
 
 	// reserved, set only by tests (export_test.go), is called by admit
 	// once a submission on a key has reserved room, before it locks the
@@ -165,7 +171,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 		cfg.logger = defaultLogger(cfg.slow > 0)
 	}
 	e := &Executor[K]{cfg: cfg, ledger: ledger{drained: make(chan struct{})},
-		closing: make(chan struct{}), stopped: make(chan struct{}), watchAfter: roomWatchAfter}
+		closing: make(chan struct{}), stopped: make(chan struct{}), watchAfter: roomWatchAfter, sweepEvery: capSweepEvery}
 	e.timers.New = newStoppedTimer
 	e.created = time.Now()
 	e.subOps, e.plainOps = subOps[K](), plainOps(e)

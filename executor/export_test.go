@@ -68,3 +68,15 @@ const RoomWatchAfter = roomWatchAfter
 // WatchAtOnce makes every wait for room watch what holds the room as it
 // begins (see lateWatch), for a test whose model has no clock for it.
 func WatchAtOnce[K comparable](e *Executor[K]) { e.watchAfter = 0 }
+
+// CapSweepSmall is the most tasks a scope may hold and still be swept at
+// every refusal at its cap; CapSweepEvery how often a larger one is (see
+// capSweep).
+const (
+	CapSweepSmall = capSweepSmall
+	CapSweepEvery = capSweepEvery
+)
+
+// SweepAtOnce makes every cap sweep every scope at every refusal (see
+// capSweep), for a test whose model has no clock for the limit.
+func SweepAtOnce[K comparable](e *Executor[K]) { e.sweepEvery = 0 }

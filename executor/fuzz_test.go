@@ -517,10 +517,12 @@ func (r *fuzzRun) run() {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	// The model lets a waiter in as soon as a ctx ahead of it ends; the
-	// delay before a wait watches (TestContextWaitingRoomWatchesOnce) is
-	// not part of it.
+	// The model lets a waiter in as soon as a ctx ahead of it ends, and
+	// has a cap drop every ended task before it refuses; the delay before
+	// a wait watches (TestContextWaitingRoomWatchesOnce) and the limit on
+	// sweeps of large scopes (TestCapSweepLimited) are not part of it.
 	executor.WatchAtOnce(e)
+	executor.SweepAtOnce(e)
 	r.e = e
 	if r.batching {
 		r.batcher, err = executor.NewBatcher(e, r.batchFn, executor.WithMaxBatch(r.maxBatch))

@@ -315,7 +315,7 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 	}
 	m = e.router.Acquire(key)
 	v, err := e.askKeyHeld(m, key, false)
-	if v != backpressure.Admit && e.sweep(m) {
+	if v != backpressure.Admit && e.capSweep(m) {
 		// Tasks whose ctx ended held room (see sweep): ask again, once.
 		m = e.router.Acquire(key)
 		v, err = e.askKeyHeld(m, key, false)
@@ -431,6 +431,7 @@ type plainCoreOf[K comparable] struct {
 	core[K]              // its counts are its shard's
 	free    []taskCtx[K] // for the Gos' ctxs: see goCtx
 	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
+	sweptAt int64        // monotime of the mailbox's last large sweep at its cap (capSweep); locked
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's

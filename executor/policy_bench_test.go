@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"testing"
@@ -82,5 +83,60 @@ func BenchmarkHotKeys(b *testing.B) {
 			close(release)
 			e.Close(ctx)
 		})
+	}
+}
+
+// BenchmarkRefusalAtCap is the cost of a refusal under FailFast at a full
+// cap (a key's, or the executor's) whose queued tasks each carry their own
+// cancelable ctx, or context.Background(): Go on the full key from one
+// goroutine, every call refused. Before refusing, a cap drops its queued
+// tasks whose ctx has ended (a sweep); a scope holding more than
+// CapSweepSmall tasks is swept at most once per CapSweepEvery.
+func BenchmarkRefusalAtCap(b *testing.B) {
+	bg := context.Background()
+	nop := func(context.Context) error { return nil }
+	for _, scope := range []string{"key", "executor"} {
+		for _, size := range []int{64, 10_000} {
+			for _, ctxKind := range []string{"background", "cancel-per-task"} {
+				b.Run(fmt.Sprintf("scope=%s/queued=%d/ctx=%s", scope, size, ctxKind), func(b *testing.B) {
+					opt := executor.WithMaxQueuePerKey(size)
+					if scope == "executor" {
+						opt = executor.WithMaxPending(size)
+					}
+					// The queued tasks never run: their ctxs end first.
+					quiet := executor.WithErrorHandler(func(any, error) {})
+					e, _ := executor.New[string](executor.WithWorkers(1), opt, quiet)
+					gate := make(chan struct{})
+					defer func() { close(gate); e.Close(bg) }()
+					if err := e.Go(bg, "k", func(context.Context) error { <-gate; return nil }); err != nil {
+						b.Fatal(err)
+					}
+					var cancels []context.CancelFunc
+					defer func() {
+						for _, c := range cancels {
+							c()
+						}
+					}()
+					for range size - 1 {
+						ctx := bg
+						if ctxKind != "background" {
+							var cancel context.CancelFunc
+							ctx, cancel = context.WithCancel(bg)
+							cancels = append(cancels, cancel)
+						}
+						if err := e.Go(ctx, "k", nop); err != nil {
+							b.Fatal(err)
+						}
+					}
+					b.ReportAllocs()
+					b.ResetTimer()
+					for range b.N {
+						if err := e.Go(bg, "k", nop); !errors.Is(err, executor.ErrBusy) {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
+		}
 	}
 }

@@ -29,7 +29,8 @@ import (
 // stands still (its tasks blocked, or slow) needs the watch, and then an
 // ended ctx ahead lets the waiter in at most roomWatchAfter late. Arrival
 // at the cap still sweeps first (admit), so a ctx that ended before the
-// wait began never holds it up.
+// wait began never holds it up, unless the room is large and was swept
+// less than capSweepEvery before (see "Lazy cancellation" in admit.go).
 //
 // The waiters of one room share one watch (roomWatch), which watches each
 // distinct ctx (by its Done channel) once and ends with the last waiter.
