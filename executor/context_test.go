@@ -240,6 +240,83 @@ func TestCapSweepLimited(t *testing.T) {
 	}
 }
 
+// TestCapSweepLimitedStress runs the limited sweeps of large caps (see
+// TestCapSweepLimited) under contention: producers fill a key's cap, or
+// the executor's, of more than CapSweepSmall tasks, each with its own ctx,
+// many of which end while queued, under FailFast and Block, while the key's
+// tasks run slowly. Every accepted task must end, and the counts must add
+// up.
+func TestCapSweepLimitedStress(t *testing.T) {
+	const size, producers, per = executor.CapSweepSmall + 44, 8, 300
+	for _, scope := range []string{"key", "executor"} {
+		for _, policy := range []backpressure.Policy{backpressure.FailFast(), backpressure.Block()} {
+			t.Run(fmt.Sprintf("%s/%v", scope, policy), func(t *testing.T) {
+				opt := executor.WithMaxQueuePerKey(size)
+				if scope == "executor" {
+					opt = executor.WithMaxPending(size)
+				}
+				quiet := executor.WithErrorHandler(func(any, error) {})
+				e := newExec[string](t, executor.WithWorkers(2), opt, executor.WithPolicy(policy), quiet)
+				var (
+					mu    sync.Mutex
+					tasks []*executor.Task
+					wg    sync.WaitGroup
+				)
+				for p := range producers {
+					wg.Go(func() {
+						var cancels []context.CancelFunc
+						defer func() {
+							for _, c := range cancels {
+								c()
+							}
+						}()
+						for i := range per {
+							// Some end at once, others after 50 to 300 µs, the rest
+							// only once the producer is done.
+							ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%7)*50*time.Microsecond)
+							if i%7 == 6 {
+								ctx, cancel = context.WithCancel(context.Background())
+							}
+							task, err := e.Submit(ctx, fmt.Sprint("k", (p+i)%2), func(ctx context.Context) error {
+								time.Sleep(20 * time.Microsecond)
+								return nil
+							})
+							if i%3 == 0 {
+								cancel()
+							} else {
+								cancels = append(cancels, cancel)
+							}
+							switch {
+							case err == nil:
+								mu.Lock()
+								tasks = append(tasks, task)
+								mu.Unlock()
+							case errors.Is(err, executor.ErrBusy), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+							default:
+								t.Errorf("Submit: got %v", err)
+							}
+						}
+					})
+				}
+				waitAll(t, &wg)
+				for _, task := range tasks {
+					ctx, cancel := context.WithTimeout(context.Background(), patience)
+					task.Wait(ctx) // the task's own ctx may have ended: any result
+					late := ctx.Err() != nil
+					cancel()
+					if late {
+						t.Fatalf("an accepted task did not end within %v: %s", patience, executor.DebugState(e))
+					}
+				}
+				st := waitIdle(t, e)
+				if !balanced(st) || st.Submitted != uint64(len(tasks)) {
+					t.Errorf("Stats: got %+v; want balanced, Submitted %d", st, len(tasks))
+				}
+			})
+		}
+	}
+}
+
 // keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
 // executor's.
 type keyWaitsGlobalRefuses struct{}
