@@ -276,8 +276,9 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 // queue for the executor's cap) and asks each asynchronous one's ctx Err.
 // A full cap stays full while its tasks wait: every submission that comes
 // meets it, and with a walk each, a refusal cost O(pending), not O(1), and
-// held the scope's shard locks for the walk (about 0.4 ms at
-// WithMaxPending(10,000) with a ctx per task, against 0.2 µs). So a scope
+// held the scope's shard locks for the walk (0.23 ms at
+// WithMaxPending(10,000) with a ctx per task, 0.16 µs since: see
+// BenchmarkRefusalAtCap). So a scope
 // holding more than capSweepSmall tasks is swept at most once per
 // capSweepEvery (capSweep, sweepAll): a ctx that ended since the last
 // sweep may cause a refusal, or a wait, for at most that long, as a wait's
