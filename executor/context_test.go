@@ -317,6 +317,43 @@ func TestCapSweepLimitedStress(t *testing.T) {
 	}
 }
 
+// TestWithdrawnLeaveNoTrail: behind a task that never ends, Submits whose
+// Wait's ctx ends, and Dos whose ctx ends, are withdrawn one after another.
+// Each leaves a tombstone where its slot was; the key's queue closes those
+// gaps (as it would otherwise grow for them), so it holds a few slots at the
+// end, not one per withdrawn call, and a walk of it (a sweep, the next
+// withdrawal) stays as short.
+func TestWithdrawnLeaveNoTrail(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2))
+	block(t, e, "k")
+	bg := context.Background()
+	const submits, dos = 3000, 300
+	for range submits {
+		ctx, cancel := context.WithCancel(bg)
+		task, err := e.Submit(ctx, "k", nop)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := task.Wait(bg); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait on a withdrawn Submit: got %v; want %v", err, context.Canceled)
+		}
+	}
+	for range dos {
+		ctx, cancel := context.WithCancel(bg)
+		done := make(chan error, 1)
+		go func() { done <- e.Do(ctx, "k", nop) }()
+		eventually(t, "the Do to queue", func() bool { return e.Stats().Queued == 1 })
+		cancel()
+		if err := recv(t, "the withdrawn Do to return", done); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Do withdrawn: got %v; want %v", err, context.Canceled)
+		}
+	}
+	if n := executor.QueueSlots(e, "k"); n > 64 {
+		t.Errorf("after %d withdrawn calls behind a running task, the key's queue holds %d slots; want a few", submits+dos, n)
+	}
+}
+
 // keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
 // executor's.
 type keyWaitsGlobalRefuses struct{}

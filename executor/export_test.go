@@ -80,3 +80,14 @@ const (
 // SweepAtOnce makes every cap sweep every scope at every refusal (see
 // capSweep), for a test whose model has no clock for the limit.
 func SweepAtOnce[K comparable](e *Executor[K]) { e.sweepEvery = 0 }
+
+// QueueSlots is how many slots key's queue holds, tombstones included (see
+// mailbox.Mailbox.Slots); 0 if key has no mailbox.
+func QueueSlots[K comparable](e *Executor[K], key K) int {
+	m := e.router.Find(key)
+	if m == nil {
+		return 0
+	}
+	defer m.Release()
+	return m.Slots()
+}

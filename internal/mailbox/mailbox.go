@@ -214,6 +214,10 @@ func (m *Mailbox) Release() { m.unlockRetire() }
 // Pending is the number of tasks queued or holding (locked).
 func (m *Mailbox) Pending() int { return int(m.count()) }
 
+// Slots is how many slots m's queue holds (locked): the running batch's and
+// the queued, tombstones included.
+func (m *Mailbox) Slots() int { return m.q.size() }
+
 // count is pending without fastBit.
 func (m *Mailbox) count() int32 { return m.pending.Load() &^ fastBit }
 

@@ -130,12 +130,14 @@ func (q *ring) at(i int) int { return (int(q.head) + i) & (q.len() - 1) }
 // be in the ring (queued, or in the running batch).
 func (q *ring) index(pos uint32) int { return q.at(int(pos - (q.taken - uint32(q.cut)))) }
 
-// push queues a slot and returns its position.
+// push queues a slot and returns its position. A full ring first closes
+// the gaps its tombstones leave (compact), and grows only if that freed
+// under a quarter of it.
 func (q *ring) push(fn func(context.Context) error, arg any, stamp int64, st *[]int64) uint32 {
-	n := q.size()
-	if n == q.len() {
+	if n := q.size(); n == q.len() && (q.compact(st) == 0 || 4*q.size() > 3*q.len()) {
 		q.resize(q.grown(), arg != nil, st)
 	}
+	n := q.size()
 	k := q.at(n)
 	q.buf()[k] = slot{fn}
 	if arg != nil {
@@ -179,6 +181,57 @@ func (q *ring) grown() int {
 
 // bigRing is the ring size from which a full ring grows fourfold.
 const bigRing = 256
+
+// compact closes the gaps that tombstones leave among the queued slots
+// (locked), moving those behind a gap forward in order, with their args
+// and stamps, and returns how many slots it freed at the tail. A moved
+// turn's entry gets its new position, so positions stay true: a queued
+// slot is at taken plus its place among the queued, and nothing else keeps
+// a position across the lock (PlainPos is asked anew).
+//
+// Without it, tombstones in the middle of the queue go only once they reach
+// its head: behind a task that never ends, every submission withdrawn meanwhile
+// (its ctx ended while a Wait or a Do waited) would leave one, the ring
+// would grow without bound, and every walk of the queue (a sweep, a
+// withdrawal) would cost more each time. The running batch's slots are not
+// touched: its loop reads them unlocked.
+func (q *ring) compact(st *[]int64) int {
+	if q.ptr == nil {
+		return 0
+	}
+	buf, args := q.buf(), q.argBuf()
+	cut, size := int(q.cut), q.size()
+	w := cut // where the next live slot goes
+	for i := cut; i < size; i++ {
+		k := q.at(i)
+		if buf[k].fn == nil && argAt(args, k) == nil {
+			continue // a tombstone
+		}
+		if i != w {
+			d := q.at(w)
+			buf[d] = buf[k]
+			if args != nil {
+				args[d] = args[k]
+			}
+			if st != nil {
+				(*st)[d] = (*st)[k]
+			}
+			if e := entryAt(buf, args, d); e != nil {
+				e.pos = q.taken + uint32(w-cut)
+			}
+		}
+		w++
+	}
+	for i := w; i < size; i++ {
+		k := q.at(i)
+		buf[k] = slot{}
+		if args != nil {
+			args[k] = nil
+		}
+	}
+	q.tail -= uint32(size - w)
+	return size - w
+}
 
 // resize moves the slots (with their args and stamps, if kept) to new
 // buffers of n slots; the args buffer is kept only if a slot has an arg or

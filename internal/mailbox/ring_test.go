@@ -1,9 +1,14 @@
 package mailbox
 
 import (
+	"context"
 	"testing"
 	"unsafe"
 )
+
+// plainFn is the fn of the plain slots these tests queue: a slot with no
+// fn and no arg is a tombstone.
+func plainFn(context.Context) error { return nil }
 
 // TestRingGrowthCopies fills a plain ring the way a burst that outruns its
 // key's worker does (pushes only), then drains it batch by batch, and
@@ -31,7 +36,7 @@ func TestRingGrowthCopies(t *testing.T) {
 			copied += l
 			grew++
 		}
-		q.push(nil, argOf(int64(i)), int64(i), &stamps)
+		q.push(plainFn, argOf(int64(i)), int64(i), &stamps)
 	}
 	t.Logf("%d slots: %d growths, %d slots copied (ring of %d)", n, grew, copied, q.len())
 	if copied > 4*n/3 {
@@ -85,13 +90,13 @@ func TestRingRefill(t *testing.T) {
 	size := 0
 	for cycle := range 12 {
 		for q.queued() < run {
-			q.push(nil, nil, 0, nil)
+			q.push(plainFn, nil, 0, nil)
 		}
 		n := q.queued() // the drive loop cuts the whole queue into a batch
 		q.taken += uint32(n)
 		q.cut = uint16(n)
 		for range during {
-			q.push(nil, nil, 0, nil)
+			q.push(plainFn, nil, 0, nil)
 		}
 		q.cut = 0
 		q.drop(n, nil)
@@ -122,7 +127,7 @@ func TestRingGrowthAllocs(t *testing.T) {
 			allocs := testing.AllocsPerRun(100, func() {
 				var q ring
 				for range 16 {
-					q.push(nil, tc.arg, 0, nil)
+					q.push(plainFn, tc.arg, 0, nil)
 				}
 				if (q.args != nil) != (tc.arg != nil) {
 					t.Fatalf("args buffer %v with args %v", q.args != nil, tc.arg != nil)
@@ -141,5 +146,59 @@ func TestRingGrowthAllocs(t *testing.T) {
 func TestMailboxSize(t *testing.T) {
 	if s := unsafe.Sizeof(Mailbox{}); s != 64 {
 		t.Errorf("a Mailbox is %d bytes; want 64", s)
+	}
+}
+
+// TestRingCompacts: compact closes the gaps that tombstones leave among the
+// queued slots, behind a running batch it leaves alone, keeps the order,
+// and gives each moved turn's entry its new position, where its slot is.
+// A full ring compacts before it grows: one that keeps a batch running while
+// every slot queued behind it is taken out again stays at its size.
+func TestRingCompacts(t *testing.T) {
+	var q ring
+	entries := make([]*Entry, 12)
+	for i := range entries {
+		e := &Entry{}
+		e.pos = q.push(nil, e, 0, nil) // a turn, as link queues it
+		entries[i] = e
+	}
+	q.taken, q.cut = 2, 2 // a batch runs the first two
+	for _, i := range []int{3, 4, 8} {
+		k := q.index(entries[i].pos)
+		q.buf()[k], q.argBuf()[k] = slot{}, nil
+	}
+	if freed := q.compact(nil); freed != 3 {
+		t.Fatalf("compact freed %d slots; want 3", freed)
+	}
+	want := []int{0, 1, 2, 5, 6, 7, 9, 10, 11}
+	if q.size() != len(want) {
+		t.Fatalf("ring holds %d slots; want %d", q.size(), len(want))
+	}
+	for i, w := range want {
+		e := entries[w]
+		if got := entryAt(q.buf(), q.argBuf(), q.at(i)); got != e {
+			t.Fatalf("slot %d holds entry %p; want entry %d", i, got, w)
+		}
+		if k := q.index(e.pos); k != q.at(i) {
+			t.Errorf("entry %d: position %d names buffer index %d; its slot is at %d", w, e.pos, k, q.at(i))
+		}
+	}
+
+	var p ring
+	for range 8 {
+		p.push(plainFn, nil, 0, nil)
+	}
+	p.taken, p.cut = 1, 1 // the first runs, and never ends
+	size := 0
+	for i := range 10_000 {
+		p.push(plainFn, nil, 0, nil)
+		k := p.at(p.size() - 1)
+		p.buf()[k] = slot{} // taken out again (a withdrawal)
+		if i == 0 {
+			size = p.len() // the ring was full: this one grew it
+		}
+	}
+	if p.len() != size {
+		t.Errorf("a ring of %d slots grew to %d with at most 9 slots live", size, p.len())
 	}
 }
