@@ -21,10 +21,12 @@ import (
 //     the queue (TakePlain, Turn.Cancel), so that positions stay true.
 //     Drive loops skip tombstones, and those at the head of the queue go
 //     as soon as no batch runs (trim): they never keep the key from
-//     holding or retiring, or a turn behind them from a shared hold.
+//     holding or retiring, or a turn behind them from a shared hold. A
+//     full ring closes the gaps the others leave before it grows (compact).
 //
-// Positions are absolute and wrap: tail counts slots ever queued, taken
-// those taken into a batch or out; tail-taken are queued, and the first
+// Positions are absolute and wrap: tail counts slots ever queued, less
+// those compact closed, taken those taken into a batch or out; tail-taken
+// are queued, and the first
 // slot in the buffer (head) is at position taken-cut. A turn's entry
 // records its position (Entry.pos): its slot is found in O(1) to withdraw
 // it, and positions order tasks among each other (EachManyAhead).
