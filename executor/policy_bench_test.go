@@ -140,3 +140,40 @@ func BenchmarkRefusalAtCap(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkWaitWithdraw is a Submit whose ctx ends while its Wait waits,
+// behind queued tasks on a key whose running task never ends: the Wait
+// withdraws it. A plain Submit keeps no position, so the withdrawal finds
+// it by walking its key's queue, and costs more the more is queued ahead.
+func BenchmarkWaitWithdraw(b *testing.B) {
+	bg := context.Background()
+	nop := func(context.Context) error { return nil }
+	for _, queued := range []int{10, 1_000, 10_000} {
+		b.Run(fmt.Sprintf("queued=%d", queued), func(b *testing.B) {
+			e, _ := executor.New[string](executor.WithWorkers(1))
+			gate := make(chan struct{})
+			defer func() { close(gate); e.Close(bg) }()
+			if err := e.Go(bg, "k", func(context.Context) error { <-gate; return nil }); err != nil {
+				b.Fatal(err)
+			}
+			for range queued {
+				if err := e.Go(bg, "k", nop); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				ctx, cancel := context.WithCancel(bg)
+				task, err := e.Submit(ctx, "k", nop)
+				if err != nil {
+					b.Fatal(err)
+				}
+				cancel()
+				if err := task.Wait(bg); !errors.Is(err, context.Canceled) {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
