@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/perkey/perkey/backpressure"
@@ -278,12 +279,11 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 // meets it, and with a walk each, a refusal cost O(pending), not O(1), and
 // held the scope's shard locks for the walk (0.23 ms at
 // WithMaxPending(10,000) with a ctx per task, 0.16 µs since: see
-// BenchmarkRefusalAtCap). So a scope
-// holding more than capSweepSmall tasks is swept at most once per
-// capSweepEvery (capSweep, sweepAll): a ctx that ended since the last
-// sweep may cause a refusal, or a wait, for at most that long, as a wait's
-// watch may (watch.go). A smaller scope is swept at every refusal: its walk
-// costs what a few allocations do.
+// BenchmarkRefusalAtCap). So a scope holding more than capSweepSmall tasks
+// is swept at most once per capSweepEvery (capSweep, sweepAll, sweepDue):
+// a ctx that ended since the last sweep may cause a refusal, or a wait, for
+// at most that long, as a wait's watch may (watch.go). A smaller scope is
+// swept at every refusal: its walk costs what a few allocations do.
 const (
 	capSweepSmall = 256
 	capSweepEvery = time.Millisecond
@@ -292,14 +292,21 @@ const (
 // capSweep is sweep for a submission at m's cap (m locked), limited as
 // above; the time of m's last large sweep is kept in its plain core.
 func (e *Executor[K]) capSweep(m *mailbox.Mailbox) bool {
-	if e.sweepEvery > 0 && m.Pending() > capSweepSmall {
-		p, now := e.plainCore(m), monotime()
-		if p.sweptAt != 0 && now-p.sweptAt < int64(e.sweepEvery) {
-			return false
-		}
-		p.sweptAt = now
+	if m.Pending() > capSweepSmall && !e.sweepDue(&e.plainCore(m).sweptAt) {
+		return false
 	}
 	return e.sweep(m)
+}
+
+// sweepDue reports whether a large scope whose last sweep at its cap was at
+// *last (a monotime; 0: never) may be swept now, and if so records now:
+// once per sweepEvery, by one of concurrent callers.
+func (e *Executor[K]) sweepDue(last *atomic.Int64) bool {
+	if e.sweepEvery <= 0 {
+		return true
+	}
+	at, now := last.Load(), monotime()
+	return (at == 0 || now-at >= int64(e.sweepEvery)) && last.CompareAndSwap(at, now)
 }
 
 // sweep drops m's (locked) tasks that have not started and whose ctx has
@@ -358,13 +365,8 @@ func (e *Executor[K]) sweepAll() bool {
 	if !e.cancelable.Load() {
 		return false
 	}
-	if e.sweepEvery > 0 && e.pending.Load() > capSweepSmall {
-		// A large executor is swept at most once per capSweepEvery (see
-		// "Lazy cancellation"); of concurrent submissions one sweeps.
-		at, now := e.sweptAt.Load(), monotime()
-		if at != 0 && now-at < int64(e.sweepEvery) || !e.sweptAt.CompareAndSwap(at, now) {
-			return false
-		}
+	if e.pending.Load() > capSweepSmall && !e.sweepDue(&e.sweptAt) {
+		return false // a large executor: see "Lazy cancellation"
 	}
 	e.cancelable.Store(false)
 	var (

@@ -431,7 +431,7 @@ type plainCoreOf[K comparable] struct {
 	core[K]              // its counts are its shard's
 	free    []taskCtx[K] // for the Gos' ctxs: see goCtx
 	aux     mailbox.Aux  // what the mailbox keeps: V is this plainCoreOf
-	sweptAt int64        // monotime of the mailbox's last large sweep at its cap (capSweep); locked
+	sweptAt atomic.Int64 // monotime of the mailbox's last large sweep at its cap (capSweep)
 }
 
 // newPlainCore makes m's plain core (locked), with the counts of m's
