@@ -109,8 +109,10 @@ func TestContextMethodsPanic(t *testing.T) {
 			if err := e.Close(closeCtx); err != nil {
 				t.Errorf("Close: %v", err)
 			}
-			if s := e.Stats(); s.Submitted != s.Completed+s.Canceled+s.Panicked || s.Submitted != 4 {
-				t.Errorf("Stats: %+v; want 4 submitted, each completed, canceled or panicked", s)
+			// A ctx that panics cancels its task; no fn panicked (Panicked
+			// counts those, within Completed).
+			if s := e.Stats(); !balanced(s) || s.Submitted != 4 || s.Panicked != 0 {
+				t.Errorf("Stats: %+v; want 4 submitted, each completed or canceled, none panicked", s)
 			}
 		})
 	}

@@ -52,8 +52,8 @@ type Executor[K comparable] struct {
 	// others (see DoMany). Single-key submissions never take it.
 	multiMu sync.Mutex
 
-	// watchAfter is how long a wait in a key's room lasts before it watches
-	// what holds the room (roomWatchAfter; tests shorten it). timers are
+	// watchAfter is how long a wait for room lasts before it watches what
+	// holds the room (roomWatchAfter; tests shorten it). timers are
 	// stopped timers for those waits, so that a wait allocates none. They
 	// are the executor's, not the package's: under testing/synctest a timer
 	// belongs to the bubble that made it, as the executor does.

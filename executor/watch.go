@@ -20,9 +20,9 @@ import (
 // tasks need no watch: their callers withdraw them.
 //
 // A wait for room, at a key's cap or the executor's, watches only once it
-// has lasted roomWatchAfter (lateWatch). A registration costs about 1 µs and 500 B per distinct ctx,
-// and a producer held at a cap waits about as long as the tasks ahead take
-// to run: with a ctx per task, watching every wait from its start cost
+// has lasted roomWatchAfter (lateWatch). A registration costs about 1 µs
+// and 500 B per distinct ctx, and a producer held at a cap waits about as
+// long as the tasks ahead take to run: with a ctx per task, watching every wait from its start cost
 // each task a registration and a look at what holds the room, and a
 // producer at a full key ran 3 to 4 times slower than since. A room whose
 // tasks move lets its waiters in before they watch anything; only one that
@@ -109,8 +109,8 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 	return true
 }
 
-// roomWatchAfter is how long a wait in a key's room lasts before it
-// watches what holds the room (see "Watching the room").
+// roomWatchAfter is how long a wait for room (a key's or the executor's)
+// lasts before it watches what holds the room (see "Watching the room").
 const roomWatchAfter = time.Millisecond
 
 // newStoppedTimer makes a timer for Executor.timers.

@@ -26,8 +26,8 @@ import (
 //
 // Positions are absolute and wrap: tail counts slots ever queued, less
 // those compact closed, taken those taken into a batch or out; tail-taken
-// are queued, and the first
-// slot in the buffer (head) is at position taken-cut. A turn's entry
+// are queued, and the first slot in the buffer (head) is at position
+// taken-cut. A turn's entry
 // records its position (Entry.pos): its slot is found in O(1) to withdraw
 // it, and positions order tasks among each other (EachManyAhead).
 //
@@ -191,10 +191,10 @@ const bigRing = 256
 // slot is at taken plus its place among the queued, and nothing else keeps
 // a position across the lock (PlainPos is asked anew).
 //
-// Without it, tombstones in the middle of the queue go only once they reach
-// its head: behind a task that never ends, every submission withdrawn meanwhile
-// (its ctx ended while a Wait or a Do waited) would leave one, the ring
-// would grow without bound, and every walk of the queue (a sweep, a
+// Without it, tombstones in the middle of the queue go only once they
+// reach its head: behind a task that never ends, every submission
+// withdrawn meanwhile (its ctx ended while a Wait or a Do waited) would
+// leave one, the ring would grow without bound, and every walk of the queue (a sweep, a
 // withdrawal) would cost more each time. The running batch's slots are not
 // touched: its loop reads them unlocked.
 func (q *ring) compact(st *[]int64) int {
