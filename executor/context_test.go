@@ -354,6 +354,73 @@ func TestWithdrawnLeaveNoTrail(t *testing.T) {
 	}
 }
 
+// TestWithdrawAlone: a Wait whose ctx ends withdraws its own Submit, found
+// where it was queued, and no other: it asks no other queued task's ctx
+// (the withdrawal once swept the key's whole queue, O(queued) per Wait
+// under the shard's lock), from the middle of the queue as from its tail.
+// The tasks left run in order once the key is free.
+func TestWithdrawAlone(t *testing.T) {
+	e := newExec[string](t, executor.WithWorkers(2))
+	g, _ := block(t, e, "k")
+	bg := context.Background()
+	var calls atomic.Int64
+	counted := errCounting{bg, &calls}
+	var mu sync.Mutex
+	var ran []int
+	submit := func(ctx context.Context, id int) *executor.Task {
+		t.Helper()
+		task, err := e.Submit(ctx, "k", func(context.Context) error {
+			mu.Lock()
+			ran = append(ran, id)
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return task
+	}
+	var tasks []*executor.Task
+	var withdrawn []context.CancelFunc
+	var withdrawnTasks []*executor.Task
+	for id := range 1000 {
+		if id == 500 || id == 999 { // from the middle, and from the tail
+			ctx, cancel := context.WithCancel(bg)
+			withdrawn = append(withdrawn, cancel)
+			withdrawnTasks = append(withdrawnTasks, submit(ctx, id))
+			continue
+		}
+		tasks = append(tasks, submit(counted, id))
+	}
+	calls.Store(0)
+	for i, cancel := range withdrawn {
+		cancel()
+		if err := withdrawnTasks[i].Wait(bg); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Wait on a withdrawn Submit: got %v; want %v", err, context.Canceled)
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("two withdrawals asked the other queued tasks' ctxs %d times; want 0", n)
+	}
+	if st := e.Stats(); st.Queued != 998 || st.Canceled != 2 {
+		t.Errorf("Stats after the withdrawals: %d queued, %d canceled; want 998, 2", st.Queued, st.Canceled)
+	}
+	g.open()
+	ctx, cancel := context.WithTimeout(bg, 10*time.Second)
+	defer cancel()
+	for _, task := range tasks {
+		if err := task.Wait(ctx); err != nil {
+			t.Fatalf("Wait on a queued task: %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ran) != 998 || !slices.IsSorted(ran) || slices.Contains(ran, 500) || slices.Contains(ran, 999) {
+		t.Errorf("ran %d tasks, sorted %v, 500 or 999 among them %v; want 998 in order, without the withdrawn ones",
+			len(ran), slices.IsSorted(ran), slices.Contains(ran, 500) || slices.Contains(ran, 999))
+	}
+}
+
 // keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
 // executor's.
 type keyWaitsGlobalRefuses struct{}

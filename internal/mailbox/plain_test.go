@@ -26,6 +26,7 @@ type plainWork struct {
 	settled atomic.Int32
 	settle  func()           // called by SettlePlain, if non-nil
 	m       *mailbox.Mailbox // the mailbox it is queued on, once queued
+	at      mailbox.Place    // where EnqueuePlain queued it
 }
 
 func (p *plainWork) SettlePlain() {
@@ -74,7 +75,8 @@ func (b *box) plain(id int, log *runLog, p *plainWork) *plainWork {
 	p.done = make(chan struct{})
 	p.m = &b.m
 	b.m.Lock()
-	dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
+	at, dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(id); return nil }, p, int64(id))
+	p.at = at
 	b.m.Release()
 	if dispatch {
 		b.m.Dispatch()
@@ -411,25 +413,29 @@ func TestPlainPos(t *testing.T) {
 		ps = append(ps, b.plain(id, &log, nil))
 	}
 	b.m.Lock()
-	if _, queued := b.m.PlainPos(head); queued {
-		t.Errorf("PlainPos(running task): queued")
+	for _, at := range []mailbox.Place{{}, head.at} {
+		if _, queued := b.m.PlainPos(head, at); queued {
+			t.Errorf("PlainPos(running task, %v): queued", at)
+		}
 	}
-	if _, queued := b.m.PlainPos(new(plainWork)); queued {
+	if _, queued := b.m.PlainPos(new(plainWork), mailbox.Place{}); queued {
 		t.Errorf("PlainPos(never queued): queued")
 	}
 	for i, p := range ps {
-		pos, queued := b.m.PlainPos(p)
 		want := uint32(4 + i)
 		if i >= 3 {
 			want++ // the turn queued after the third holds a position too
 		}
-		if !queued || pos != want {
-			t.Errorf("PlainPos(plain task %d) = %d, %v; want %d, true", i, pos, queued, want)
+		// Where it was queued, and with no Place: a walk of the queue.
+		for _, at := range []mailbox.Place{p.at, {}} {
+			if pos, queued := b.m.PlainPos(p, at); !queued || pos != want {
+				t.Errorf("PlainPos(plain task %d, %v) = %d, %v; want %d, true", i, at, pos, queued, want)
+			}
 		}
 	}
 	taken := b.m.TakePlain(all)
 	for i, p := range ps {
-		if _, queued := b.m.PlainPos(p); queued {
+		if _, queued := b.m.PlainPos(p, p.at); queued {
 			t.Errorf("PlainPos(plain task %d) after TakePlain: queued", i)
 		}
 	}
@@ -612,7 +618,7 @@ func TestFastHold(t *testing.T) {
 	if b.m.Released() {
 		t.Fatal("a fast hold still taken shows as given back")
 	}
-	if b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, p, 1) {
+	if _, dispatch := b.m.EnqueuePlain(func(context.Context) error { log.add(1); return nil }, p, 1); dispatch {
 		t.Fatal("a plain task queued behind a fast hold asked for a drive loop")
 	}
 	b.m.Release()
@@ -717,7 +723,7 @@ func TestFastHoldRace(t *testing.T) {
 					// looked may be given back meanwhile.
 					runtime.Gosched()
 				}
-				dispatch := b.m.EnqueuePlain(fn, new(plainWork), 0)
+				_, dispatch := b.m.EnqueuePlain(fn, new(plainWork), 0)
 				b.m.Release()
 				if dispatch {
 					b.m.Dispatch()
@@ -820,7 +826,7 @@ func TestFastHoldRevoked(t *testing.T) {
 	}
 	p := new(plainWork)
 	p.done = make(chan struct{})
-	if b.m.EnqueuePlain(func(context.Context) error { return nil }, p, 0) {
+	if _, dispatch := b.m.EnqueuePlain(func(context.Context) error { return nil }, p, 0); dispatch {
 		t.Error("a task queued behind a held mailbox asked for a drive loop")
 	}
 	b.m.Release()
@@ -938,6 +944,73 @@ func TestMixedBatch(t *testing.T) {
 	}
 	if p5.ran.Load() != 0 {
 		t.Error("the plain task taken out of the running batch ran")
+	}
+	if p := b.pending(); p != 0 {
+		t.Errorf("Pending after the drain = %d; want 0", p)
+	}
+	if b.o.retired.Load() == 0 {
+		t.Error("the drained mailbox was never retired")
+	}
+}
+
+// TestTakePlainOf: TakePlainOf takes one plain task out from where it was
+// queued: from the queue (after its place moved too), and from a running
+// batch (claimed, so the loop skips it), once; not the task the batch runs.
+// The others run in order, and the mailbox drains and retires.
+func TestTakePlainOf(t *testing.T) {
+	r := newRunner(t, 1, 4)
+	other, b := newBox(r), newBox(r)
+	var log runLog
+	busy := newGatedWork(-1, &log) // holds the only slot while b's queue forms
+	other.submit(busy)
+	wait(t, "the other key's task to start", busy.started)
+
+	ps := []*plainWork{b.plain(0, &log, &plainWork{gate: make(chan struct{}), started: make(chan struct{})})}
+	for id := 1; id < 16; id++ {
+		ps = append(ps, b.plain(id, &log, nil))
+	}
+	var taken int
+	take := func(id int, want bool) {
+		t.Helper()
+		b.m.Lock()
+		got := b.m.TakePlainOf(ps[id], ps[id].at)
+		b.m.Release()
+		if got != want {
+			t.Errorf("TakePlainOf(plain task %d) = %v; want %v", id, got, want)
+		}
+		if got {
+			taken++
+		}
+	}
+	for id := 1; id <= 8; id++ {
+		take(id, true)
+		take(id, false)
+	}
+	for id := 16; id < 24; id++ { // fills the ring, which closes its gaps
+		ps = append(ps, b.plain(id, &log, nil))
+	}
+	b.m.Lock()
+	pos, _ := b.m.PlainPos(ps[13], mailbox.Place{})
+	b.m.Release()
+	if pos != 5 {
+		t.Fatalf("plain task 13 at position %d; want 5, after 0 and 9 to 12: the full ring did not close its gaps", pos)
+	}
+	take(12, true) // moved toward the head by 8: its place is stale
+	close(busy.gate)
+	wait(t, "the batch's first task to start", ps[0].started) // batch: 0, 9, 10, 11
+	take(0, false)                                            // running
+	take(10, true)                                            // in the batch, not started
+	take(10, false)
+	for range taken {
+		b.m.DonePlain()
+	}
+	close(ps[0].gate)
+	wait(t, "the last task to end", ps[23].done)
+	r.Wait()
+
+	want := []int{-1, 0, 9, 11, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23}
+	if got := log.get(); !slices.Equal(got, want) {
+		t.Errorf("run order %v; want %v", got, want)
 	}
 	if p := b.pending(); p != 0 {
 		t.Errorf("Pending after the drain = %d; want 0", p)

@@ -13,7 +13,8 @@ import (
 //
 //   - a plain task: its fn, and an arg for the runner's Plain
 //     (EnqueuePlain). Nobody finds it while it waits but through the
-//     queue (TakePlain, PlainPos), so it needs no node of its own;
+//     queue (TakePlain, and TakePlainOf and PlainPos from where it was
+//     queued: Place), so it needs no node of its own;
 //   - a turn: no fn, and the Entry of a Turn as its arg (Enqueue), for a
 //     task that others must find or wait for (a Do's caller, a shared or
 //     multi-key task, a Batcher's message);
@@ -353,17 +354,46 @@ func (m *Mailbox) front() (e *Entry, ok bool) {
 // EnqueuePlain queues fn, with arg for the runner's Plain and the stamp
 // OldestStamp reports (as for Turn.SetStamp; 0 if none), at m's tail
 // (locked). Like Enqueue it reports whether to call Dispatch after
-// unlocking. fn must not be nil. The owner takes it out with TakePlain.
-func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (dispatch bool) {
-	m.queuePlain(fn, arg, stamp)
-	return m.wake()
+// unlocking. fn must not be nil. The owner takes it out with TakePlain or
+// TakePlainOf, which at makes cheap.
+func (m *Mailbox) EnqueuePlain(fn func(context.Context) error, arg any, stamp int64) (at Place, dispatch bool) {
+	at = m.queuePlain(fn, arg, stamp)
+	return at, m.wake()
 }
 
 // queuePlain queues a plain task (locked).
-func (m *Mailbox) queuePlain(fn func(context.Context) error, arg any, stamp int64) {
+func (m *Mailbox) queuePlain(fn func(context.Context) error, arg any, stamp int64) Place {
 	m.measure()
-	m.q.push(fn, arg, stamp, m.stamps())
+	pos := m.q.push(fn, arg, stamp, m.stamps())
 	m.pending.Add(1)
+	return Place{pos, true}
+}
+
+// A Place is where EnqueuePlain queued a plain task, kept by its owner
+// (the owner of a plain task keeps nothing else per task): PlainPos and
+// TakePlainOf find the task from it in O(1) while nothing moved it, and in
+// O(gaps closed ahead of it) after compact did, which moves slots only
+// toward the head. The zero Place knows nothing: the queue is walked.
+type Place struct {
+	pos uint32
+	ok  bool
+}
+
+// findPlain returns the index among the queued (from the first after the
+// running batch) of the plain task queued with arg, at or before at's
+// position (see Place), or false if it is not queued (locked).
+func (q *ring) findPlain(arg any, at Place) (i int, queued bool) {
+	buf, args := q.buf(), q.argBuf()
+	i = q.queued() - 1
+	if at.ok {
+		i = min(i, int(int32(at.pos-q.taken)))
+	}
+	for ; i >= 0; i-- {
+		if k := q.at(int(q.cut) + i); buf[k].fn != nil && argAt(args, k) == arg {
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // eachWaiting calls f for each task of m that has not started, oldest
@@ -494,19 +524,13 @@ func (m *Mailbox) eachManyAhead(end uint32, f func(t *Turn)) {
 	}
 }
 
-// PlainPos reports whether the plain task queued with arg (==) still waits
-// in m's queue, and if so its position for EachManyAheadPlain (locked); not
-// once a drive loop took it into a batch or TakePlain took it out. It scans
-// the queue: the owner keeps no position per task.
-func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
-	q := &m.q
-	buf := q.buf()
-	for i := range q.queued() {
-		if k := q.at(int(q.cut) + i); buf[k].fn != nil && q.arg(k) == arg {
-			return q.taken + uint32(i), true
-		}
-	}
-	return 0, false
+// PlainPos reports whether the plain task queued with arg (==) at at (see
+// Place) still waits in m's queue, and if so its position for
+// EachManyAheadPlain (locked); not once a drive loop took it into a batch
+// or TakePlain took it out.
+func (m *Mailbox) PlainPos(arg any, at Place) (pos uint32, queued bool) {
+	i, queued := m.q.findPlain(arg, at)
+	return m.q.taken + uint32(i), queued
 }
 
 // TakePlain takes out of m every plain task not yet started that drop
@@ -520,24 +544,7 @@ func (m *Mailbox) PlainPos(arg any) (pos uint32, queued bool) {
 func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 	q := &m.q
 	buf, args := q.buf(), q.argBuf()
-	var ps []any
-	if x := m.x.Load(); x != nil && q.cut > 1 {
-		// A batch of one has nothing behind its task and may have run
-		// without the extra (made since: its claims are not the batch's):
-		// leave it; its task, if not started, is noticed as it starts.
-		plain := 0
-		for i := range int(q.cut) {
-			k := q.at(i)
-			if buf[k].fn == nil {
-				continue
-			}
-			bit := uint32(1) << plain
-			plain++
-			if x.plainClaim.Load()&bit == 0 && drop(argAt(args, k)) && claim(x, plain-1) {
-				ps = append(ps, argAt(args, k))
-			}
-		}
-	}
+	ps := m.takeBatched(drop, nil)
 	for i := range q.queued() {
 		k := q.at(int(q.cut) + i)
 		if buf[k].fn == nil || !drop(argAt(args, k)) {
@@ -553,4 +560,45 @@ func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 		q.trim(m.stamps())
 	}
 	return ps
+}
+
+// takeBatched is TakePlain for the running batch's plain tasks not yet
+// started: it claims each that drop selects (claim), so the loop skips it,
+// and appends its arg to ps.
+func (m *Mailbox) takeBatched(drop func(arg any) bool, ps []any) []any {
+	q := &m.q
+	x := m.x.Load()
+	if x == nil || q.cut <= 1 {
+		// A batch of one has nothing behind its task and may have run
+		// without the extra (made since: its claims are not the batch's):
+		// leave it; its task, if not started, is noticed as it starts.
+		return ps
+	}
+	buf, args := q.buf(), q.argBuf()
+	plain := 0
+	for i := range int(q.cut) {
+		k := q.at(i)
+		if buf[k].fn == nil {
+			continue
+		}
+		bit := uint32(1) << plain
+		plain++
+		if x.plainClaim.Load()&bit == 0 && drop(argAt(args, k)) && claim(x, plain-1) {
+			ps = append(ps, argAt(args, k))
+		}
+	}
+	return ps
+}
+
+// TakePlainOf is TakePlain for the one plain task queued with arg at at
+// (see Place), in O(1) if it is still queued where it was: it reports
+// whether it took the task out (locked). Its owner ends it as it would one
+// TakePlain took, and calls DonePlain.
+func (m *Mailbox) TakePlainOf(arg any, at Place) bool {
+	q := &m.q
+	if i, queued := q.findPlain(arg, at); queued {
+		m.tombstone(q.at(int(q.cut) + i))
+		return true
+	}
+	return m.takeBatched(func(a any) bool { return a == arg }, nil) != nil
 }

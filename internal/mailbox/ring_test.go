@@ -202,3 +202,51 @@ func TestRingCompacts(t *testing.T) {
 		t.Errorf("a ring of %d slots grew to %d with at most 9 slots live", size, p.len())
 	}
 }
+
+// TestFindPlain: findPlain finds a queued plain task from where it was
+// queued (its Place), after compact moved it toward the head too, and with
+// the zero Place by a walk; a task taken out, or cut into a batch, is not
+// queued.
+func TestFindPlain(t *testing.T) {
+	var q ring
+	args := make([]*int, 12)
+	at := make([]Place, 12)
+	for i := range args {
+		args[i] = new(int)
+		at[i] = Place{q.push(plainFn, args[i], 0, nil), true}
+	}
+	q.taken, q.cut = 2, 2 // a batch runs the first two
+	for _, i := range []int{3, 4, 8} {
+		k := q.index(at[i].pos)
+		q.buf()[k], q.argBuf()[k] = slot{}, nil // taken out (a withdrawal)
+	}
+	check := func(when string) {
+		t.Helper()
+		want := 0 // index among the queued
+		for i, arg := range args {
+			for _, p := range []Place{at[i], {}} {
+				got, queued := q.findPlain(arg, p)
+				switch {
+				case i < 2 || i == 3 || i == 4 || i == 8:
+					if queued {
+						t.Errorf("%s: findPlain(task %d, %v) = %d: queued; it is not", when, i, p, got)
+					}
+				case !queued:
+					t.Errorf("%s: findPlain(task %d, %v): not queued", when, i, p)
+				case q.buf()[q.at(int(q.cut)+got)].fn == nil || q.arg(q.at(int(q.cut)+got)) != arg:
+					t.Errorf("%s: findPlain(task %d, %v) = %d, which holds another", when, i, p, got)
+				case when == "compacted" && got != want:
+					t.Errorf("%s: findPlain(task %d, %v) = %d; want %d", when, i, p, got, want)
+				}
+			}
+			if i >= 2 && i != 3 && i != 4 && i != 8 {
+				want++
+			}
+		}
+	}
+	check("with gaps")
+	if freed := q.compact(nil); freed != 3 {
+		t.Fatalf("compact freed %d slots; want 3", freed)
+	}
+	check("compacted") // tasks 5 on moved toward the head: their Places are stale
+}
