@@ -266,7 +266,8 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 //   - at the head of its key's queue, as it would start (job.Run, and a
 //     Batcher's run): it never runs, and the key's next task goes on;
 //   - by a caller waiting for it: Do watches its own ctx, Task.Wait the
-//     task's as well;
+//     task's as well, and each withdraws its own task alone, in O(1) (a
+//     turn's entry, a plain Submit's mailbox.Place);
 //   - at a cap: before a per-key or the global cap refuses a submission or
 //     makes it wait, tasks whose ctx has ended are dropped (sweep; a large
 //     scope at most once per capSweepEvery, see below); and once a

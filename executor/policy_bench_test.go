@@ -143,8 +143,8 @@ func BenchmarkRefusalAtCap(b *testing.B) {
 
 // BenchmarkWaitWithdraw is a Submit whose ctx ends while its Wait waits,
 // behind queued tasks on a key whose running task never ends: the Wait
-// withdraws it. A plain Submit keeps no position, so the withdrawal finds
-// it by walking its key's queue, and costs more the more is queued ahead.
+// withdraws it, found where it was queued: it costs the same however much
+// is queued ahead.
 func BenchmarkWaitWithdraw(b *testing.B) {
 	bg := context.Background()
 	nop := func(context.Context) error { return nil }
