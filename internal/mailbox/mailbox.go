@@ -68,9 +68,11 @@ type Mailbox struct {
 	// locked and kept for the mailbox's life; the drive loop loads it unlocked.
 	x atomic.Pointer[extra]
 
-	// pending counts entries queued, holding or in a run (see count). Only the
-	// driver and a fast hold given back (plain.go; fastBit is set in it while
-	// the hold is taken) decrement it unlocked.
+	// pending counts entries queued, holding or in a run, and the running
+	// batch's tasks that ended if extra counts them (ran; see count). Only
+	// the driver of a batch without extra and a fast hold given back
+	// (plain.go; fastBit is set in it while the hold is taken) decrement it
+	// unlocked.
 	pending atomic.Int32
 	driven  bool     // a drive loop is scheduled or running
 	hold    holdKind // what holds m exclusively, if anything
@@ -83,7 +85,7 @@ type Mailbox struct {
 // extra is what a key needs only for a batch of more than one task, a
 // Turn's hold, a waiting room or shared holds, or on a runner with a
 // Clock, TrackOldest or MeasureService: the common key that runs one task
-// at a time saves its 72 bytes. It is made on first need (more), or at
+// at a time saves its 80 bytes. It is made on first need (more), or at
 // Init on such a runner, and stays with the mailbox when it is reused.
 type extra struct {
 	holder *Turn // the exclusive holder, if a Turn (holdTurn)
@@ -120,7 +122,13 @@ type extra struct {
 	// Zero while no batch runs (endBatch).
 	cursor atomic.Uint64
 
-	many bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+	// ran counts the running batch's tasks that ended, still in pending
+	// (see ranBatched): added to unlocked by the drive loop alone, taken
+	// off pending by endBatch (locked). It fills what was padding.
+	ran atomic.Int32
+
+	many    bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
+	measure bool // the runner measures service (RunnerOptions.MeasureService): set by Init
 
 	// stamps are the ring's stamps, by buffer index, where the runner
 	// tracks the oldest task (ring): made at Init, else nil. A pointer
@@ -143,6 +151,11 @@ func (m *Mailbox) made() *extra { return m.x.Load() }
 
 // stamps returns the ring's stamps, nil if not tracked (locked).
 func (m *Mailbox) stamps() *[]int64 {
+	if !m.home.r.opt.TrackOldest {
+		// Without reading the extra: a submitter would share its cache
+		// line with the drive loop, which writes it per task (ranBatched).
+		return nil
+	}
 	if x := m.x.Load(); x != nil {
 		return x.stamps
 	}
@@ -173,6 +186,7 @@ func (m *Mailbox) Init(h *Home) {
 		if o.TrackOldest {
 			x.stamps = new([]int64)
 		}
+		x.measure = o.MeasureService
 	}
 	m.Reset(0)
 }
@@ -218,8 +232,18 @@ func (m *Mailbox) Pending() int { return int(m.count()) }
 // the queued, tombstones included.
 func (m *Mailbox) Slots() int { return m.q.size() }
 
-// count is pending without fastBit.
-func (m *Mailbox) count() int32 { return m.pending.Load() &^ fastBit }
+// count is how many tasks are queued, holding or in a run and not ended
+// (locked): pending without fastBit, less the
+// running batch's tasks that ended (extra.ran). pending is read first: a
+// task that ends between the two reads counts as ended, and endBatch,
+// which moves ran into pending, holds the lock.
+func (m *Mailbox) count() int32 {
+	v := m.pending.Load() &^ fastBit
+	if x := m.x.Load(); x != nil {
+		v -= x.ran.Load()
+	}
+	return v
+}
 
 // Parked is the number of submissions waiting for room (locked).
 func (m *Mailbox) Parked() int { return int(m.nparked()) }
@@ -256,8 +280,8 @@ func (m *Mailbox) Park(e *Entry) {
 	x := m.more()
 	x.park.push(e)
 	x.parked.Add(1)
-	// Only a running batch frees places unlocked (ranBatched: pending,
-	// then a look at the park), so one may have freed since the owner found
+	// Only a running batch frees places unlocked (ranBatched: ran or
+	// pending, then a look at the park), so one may have freed since the owner found
 	// the key full. Now that e is counted, this look or the batch's finds
 	// it, and no wake is due: that batch's loop finds what this admits.
 	m.promote()

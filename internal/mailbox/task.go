@@ -275,7 +275,7 @@ func (t *Turn) Finish() { t.state.Store(Done) }
 // returns. Call it only from inside Group.Run; the loop then skips it.
 func (t *Turn) Leave() {
 	if t.state.CompareAndSwap(Running, Done) {
-		t.one.m.ranBatched(1)
+		t.one.m.ranBatched(t.one.m.x.Load(), 1)
 		t.work.Settle()
 	}
 }
