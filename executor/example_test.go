@@ -320,8 +320,10 @@ func ExampleBatcher() {
 		panic(err)
 	}
 
-	release := make(chan struct{})
-	exec.Go(context.Background(), "acct-1", func(context.Context) error { <-release; return nil })
+	// A slow write holds account 1: started, so its next events queue behind it.
+	started, release := make(chan struct{}), make(chan struct{})
+	exec.Go(context.Background(), "acct-1", func(context.Context) error { close(started); <-release; return nil })
+	<-started
 	var tasks []*executor.Task
 	for _, m := range []struct{ account, event string }{
 		{"acct-1", "open"}, {"acct-1", "deposit"}, {"acct-1", "withdraw"},
