@@ -308,7 +308,8 @@ func (m *Mailbox) endBatch() {
 		x.plainClaim.Store(0)
 		x.cursor.Store(0)
 		if ran := x.ran.Load(); ran != 0 {
-			m.pending.Add(-ran) // before ran: count never counts a task twice
+			// Both under the lock, which every reader of count holds.
+			m.pending.Add(-ran)
 			x.ran.Store(0)
 		}
 	}
