@@ -421,6 +421,102 @@ func TestWithdrawAlone(t *testing.T) {
 	}
 }
 
+// TestWithdrawStress: producers queue Submits on one key, half of them
+// withdrawn by their Wait as their ctx ends, while the key is held and then
+// while it runs, so that withdrawals, the ring's compaction (it fills with
+// tombstones behind the held key) and the drive loop's batches interleave.
+// Each withdrawn task either ran (its Wait returns nil) or never runs (its
+// Wait returns its ctx's error), never both; each producer's tasks that ran
+// ran in the order submitted; Stats add up at the end.
+func TestWithdrawStress(t *testing.T) {
+	const producers, each = 4, 1500
+	e := newExec[string](t, executor.WithWorkers(2))
+	g, _ := block(t, e, "k")
+	bg := context.Background()
+	var mu sync.Mutex
+	ran := make([][]int, producers)
+	runs := make([][]int32, producers)
+	for p := range producers {
+		runs[p] = make([]int32, each)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				if p == 0 && i == each/2 {
+					g.open() // the key runs from here on
+				}
+				withdraw := i%2 == 1
+				ctx, cancel := context.WithCancel(bg)
+				if !withdraw {
+					cancel()
+					ctx = bg
+				}
+				task, err := e.Submit(ctx, "k", func(context.Context) error {
+					mu.Lock()
+					ran[p] = append(ran[p], i)
+					runs[p][i]++
+					mu.Unlock()
+					return nil
+				})
+				if err != nil || !withdraw {
+					cancel()
+					if err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				cancel()
+				wctx, wcancel := context.WithTimeout(bg, patience)
+				err = task.Wait(wctx)
+				wcancel()
+				mu.Lock()
+				n := runs[p][i]
+				mu.Unlock()
+				switch {
+				case err == nil && n == 1, errors.Is(err, context.Canceled) && n == 0:
+				default:
+					errs <- fmt.Errorf("producer %d, task %d: Wait returned %v, and fn ran %d times", p, i, err, n)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, patience)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for p := range producers {
+		if !slices.IsSorted(ran[p]) {
+			t.Errorf("producer %d: its tasks ran out of order", p)
+		}
+		for i, n := range runs[p] {
+			if n > 1 || n == 0 && i%2 == 0 {
+				t.Errorf("producer %d, task %d: ran %d times", p, i, n)
+			}
+		}
+		total += len(ran[p])
+	}
+	st := e.Stats()
+	if st.Completed != uint64(total)+1 || st.Submitted != st.Completed+st.Canceled || st.Queued != 0 || st.Running != 0 {
+		t.Errorf("Stats %+v; want %d completed (the blocker too), the rest canceled, none left", st, total+1)
+	}
+	if st.Canceled == 0 {
+		t.Error("no Submit was withdrawn: the test did not test withdrawals")
+	}
+}
+
 // keyWaitsGlobalRefuses waits for room at a key's cap and refuses at the
 // executor's.
 type keyWaitsGlobalRefuses struct{}
