@@ -22,9 +22,10 @@ import (
 // A wait for room, at a key's cap or the executor's, watches only once it
 // has lasted roomWatchAfter (lateWatch). A registration costs about 1 µs
 // and 500 B per distinct ctx, and a producer held at a cap waits about as
-// long as the tasks ahead take to run: with a ctx per task, watching every wait from its start cost
-// each task a registration and a look at what holds the room, and a
-// producer at a full key ran 3 to 4 times slower than since. A room whose
+// long as the tasks ahead take to run: with a ctx per task, watching every
+// wait from its start cost each task a registration and a look at what
+// holds the room, and a producer at a full key ran 3 to 4 times slower
+// than since. A room whose
 // tasks move lets its waiters in before they watch anything; only one that
 // stands still (its tasks blocked, or slow) needs the watch, and then an
 // ended ctx ahead lets the waiter in at most roomWatchAfter late. Arrival

@@ -233,10 +233,10 @@ func (m *Mailbox) Pending() int { return int(m.count()) }
 func (m *Mailbox) Slots() int { return m.q.size() }
 
 // count is how many tasks are queued, holding or in a run and not ended
-// (locked): pending without fastBit, less the
-// running batch's tasks that ended (extra.ran). pending is read first: a
-// task that ends between the two reads counts as ended, and endBatch,
-// which moves ran into pending, holds the lock.
+// (locked): pending without fastBit, less the running batch's tasks that
+// ended (extra.ran). pending is read first: a task that ends between the
+// two reads counts as ended, and endBatch, which moves ran into pending,
+// holds the lock.
 func (m *Mailbox) count() int32 {
 	v := m.pending.Load() &^ fastBit
 	if x := m.x.Load(); x != nil {
@@ -281,9 +281,10 @@ func (m *Mailbox) Park(e *Entry) {
 	x.park.push(e)
 	x.parked.Add(1)
 	// Only a running batch frees places unlocked (ranBatched: ran or
-	// pending, then a look at the park), so one may have freed since the owner found
-	// the key full. Now that e is counted, this look or the batch's finds
-	// it, and no wake is due: that batch's loop finds what this admits.
+	// pending, then a look at the park), so one may have freed since the
+	// owner found the key full. Now that e is counted, this look or the
+	// batch's finds it, and no wake is due: that batch's loop finds what
+	// this admits.
 	m.promote()
 }
 

@@ -28,9 +28,9 @@ import (
 // Positions are absolute and wrap: tail counts slots ever queued, less
 // those compact closed, taken those taken into a batch or out; tail-taken
 // are queued, and the first slot in the buffer (head) is at position
-// taken-cut. A turn's entry
-// records its position (Entry.pos): its slot is found in O(1) to withdraw
-// it, and positions order tasks among each other (EachManyAhead).
+// taken-cut. A turn's entry records its position (Entry.pos): its slot is
+// found in O(1) to withdraw it, and positions order tasks among each
+// other (EachManyAhead). A plain task's owner may keep it (Place).
 //
 // A drive loop cuts a batch off the head (cut slots) and runs it without
 // the lock; its slots stay in the ring until it ends, so what reads the
@@ -195,9 +195,9 @@ const bigRing = 256
 // Without it, tombstones in the middle of the queue go only once they
 // reach its head: behind a task that never ends, every submission
 // withdrawn meanwhile (its ctx ended while a Wait or a Do waited) would
-// leave one, the ring would grow without bound, and every walk of the queue (a sweep, a
-// withdrawal) would cost more each time. The running batch's slots are not
-// touched: its loop reads them unlocked.
+// leave one, the ring would grow without bound, and every walk of the
+// queue (a sweep) would cost more each time. The running batch's slots are
+// not touched: its loop reads them unlocked.
 func (q *ring) compact(st *[]int64) int {
 	if q.ptr == nil {
 		return 0
@@ -544,7 +544,7 @@ func (m *Mailbox) PlainPos(arg any, at Place) (pos uint32, queued bool) {
 func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 	q := &m.q
 	buf, args := q.buf(), q.argBuf()
-	ps := m.takeBatched(drop, nil)
+	ps := m.takeBatched(drop)
 	for i := range q.queued() {
 		k := q.at(int(q.cut) + i)
 		if buf[k].fn == nil || !drop(argAt(args, k)) {
@@ -564,15 +564,15 @@ func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 
 // takeBatched is TakePlain for the running batch's plain tasks not yet
 // started: it claims each that drop selects (claim), so the loop skips it,
-// and appends its arg to ps.
-func (m *Mailbox) takeBatched(drop func(arg any) bool, ps []any) []any {
+// and returns their args.
+func (m *Mailbox) takeBatched(drop func(arg any) bool) (ps []any) {
 	q := &m.q
 	x := m.x.Load()
 	if x == nil || q.cut <= 1 {
 		// A batch of one has nothing behind its task and may have run
 		// without the extra (made since: its claims are not the batch's):
 		// leave it; its task, if not started, is noticed as it starts.
-		return ps
+		return nil
 	}
 	buf, args := q.buf(), q.argBuf()
 	plain := 0
@@ -600,5 +600,5 @@ func (m *Mailbox) TakePlainOf(arg any, at Place) bool {
 		m.tombstone(q.at(int(q.cut) + i))
 		return true
 	}
-	return m.takeBatched(func(a any) bool { return a == arg }, nil) != nil
+	return m.takeBatched(func(a any) bool { return a == arg }) != nil
 }
