@@ -11,33 +11,22 @@ import (
 type holdKind uint8
 
 const (
-	holdNone holdKind = iota
-	// holdPlain is an exclusive hold with no Turn: a drive loop's batch, or
-	// a plain task run on its caller's goroutine (HoldPlain).
-	holdPlain
-	// holdFast may be given back without the lock ("Fast holds", plain.go).
-	holdFast
-	// holdTurn is a Turn's hold; the Turn is extra.holder.
-	holdTurn
+	holdNone  holdKind = iota
+	holdPlain          // no Turn: a batch, or an inline plain task (HoldPlain)
+	holdFast           // given back without the lock ("Fast holds", plain.go)
+	holdTurn           // a Turn's hold (extra.holder)
 )
 
-// Owner is told (Retire), locked, when a mailbox is idle (nothing queued,
-// held, parked or driven) as its lock is released, perhaps more than once.
-// Linger asks, locked, whether the plain hold m is about to grant may be a
-// fast hold (plain.go). An owner that says yes must Claim m whenever it
-// hands m out locked to a caller that may queue, park or hold on it, and
-// settle m (Released, Claim) before it counts, walks or looks up its live
-// mailboxes: a fast hold given back leaves m idle but not retired.
+// Owner is told (Retire), locked, as a mailbox's lock is released while it is
+// idle, perhaps more than once. Linger (locked) allows the plain hold m is
+// about to grant to be fast: then keep to "Fast holds" (plain.go).
 type Owner interface {
 	Retire(m *Mailbox)
 	Linger(m *Mailbox) bool
 }
 
-// Home is what the mailboxes under one lock share: the lock, their runner
-// and Owner (set once, by Init), and a value and count for their user
-// (Mailbox.Local, Count), all on the cache line the lock brings in. A
-// router shard is one. One pointer to it saves each mailbox 32 bytes; the
-// owner finds a mailbox's key from the mailbox (router's nodeOf).
+// Home is what the mailboxes under one lock (a router shard) share, on its
+// cache line: runner and Owner (Init), the user's value and count (Local, Count).
 type Home struct {
 	mu    sync.Mutex
 	r     *Runner
@@ -55,85 +44,62 @@ func (h *Home) Lock() { h.mu.Lock() }
 // Unlock unlocks h; a mailbox is left with Release, which retires it if idle.
 func (h *Home) Unlock() { h.mu.Unlock() }
 
-// Mailbox is one key's FIFO queue and the holds granted on it. Its home's
-// lock (its router shard's) guards its fields unless a field says
-// otherwise (a running batch updates a few atomics unlocked); methods
-// marked "locked" need that lock held.
+// Mailbox is one key's FIFO queue and the holds on it, guarded by its home's
+// lock unless a field says otherwise; "locked" methods need it held.
 type Mailbox struct {
 	home *Home // set by Init, never changed
 	q    ring  // the queue, plain tasks and turns in one FIFO (see "The queue")
 	aux  *Aux  // the owner's (SetAux)
 
-	// x is what only some keys need (see extra), nil until then. It is set
-	// locked and kept for the mailbox's life; the drive loop loads it unlocked.
+	// x is what only some keys need (see extra), nil until then: stored
+	// locked, kept for m's life, loaded unlocked by the drive loop.
 	x atomic.Pointer[extra]
 
-	// pending counts entries queued, holding or in a run, and the running
-	// batch's tasks that ended if extra counts them (ran; see count). Only
-	// the driver of a batch without extra and a fast hold given back
-	// (plain.go; fastBit is set in it while the hold is taken) decrement it
-	// unlocked.
+	// pending counts entries queued, holding or in a run (with the batch's
+	// ended ones if extra counts them: see count), plus fastBit. Only the
+	// driver of a batch without extra and UnholdPlain decrement it unlocked.
 	pending atomic.Int32
 	driven  bool     // a drive loop is scheduled or running
 	hold    holdKind // what holds m exclusively, if anything
 
-	// Mark is the owner's (locked); the mailbox never reads it. It fills what
-	// would be padding, so the router's node needs no flag of its own.
-	Mark bool
+	Mark bool // the owner's (locked), never read here; fills padding
 }
 
-// extra is what a key needs only for a batch of more than one task, a
-// Turn's hold, a waiting room or shared holds, or on a runner with a
-// Clock, TrackOldest or MeasureService: the common key that runs one task
-// at a time saves its 80 bytes. It is made on first need (more), or at
-// Init on such a runner, and stays with the mailbox when it is reused.
+// extra is what a key needs only for a batch of several tasks, a Turn's hold,
+// a waiting room or shared holds, or on a runner with a Clock, TrackOldest or
+// MeasureService: made on need (more) or at Init there, kept on reuse.
 type extra struct {
 	holder *Turn // the exclusive holder, if a Turn (holdTurn)
 
-	// park is the waiting room: submissions parked until the queue has room
-	// (backpressure.Block); not pending, FIFO among themselves.
-	park list
+	park list // the waiting room (backpressure.Block): FIFO, not pending
 
-	// The service-rate estimate for retry hints, kept only while a queue
-	// stands: tasks served since busySince (unix ns; 0 = no queue yet).
-	busySince int64
+	busySince int64 // served counts since (unix ns; 0: no queue): service rate
 
-	// heldSince is when the current hold began (RunnerOptions.Clock; 0: none):
-	// a batch's running task, else the first holder granted. Written locked or
-	// by the batch's loop, read locked. Stored shifted left by one (held); the
-	// low bit marks it reported slow (MarkSlow) until a new hold's time.
+	// heldSince is held(when the current hold began), 0 if none: a batch's
+	// running task, else the first holder granted; low bit: reported slow
+	// (MarkSlow). Written locked or by the batch's loop, read locked.
 	heldSince atomic.Int64
 
 	served  atomic.Int32 // counted unlocked by the drive loop as tasks end; decayed locked
 	parked  atomic.Int32 // submissions in park; changed locked, read unlocked by the driver
 	sharers int32        // shared holds granted
 
-	// plainClaim has a bit per plain task of a running batch (at most
-	// maxCut), set as the drive loop starts it or TakePlain takes it out
-	// (see claim).
-	plainClaim atomic.Uint32
+	plainClaim atomic.Uint32 // a bit per plain task of the batch (maxCut): claim
 
-	// cursor is where the running batch's loop has got to, stored as it
-	// starts a turn (that turn's slot) or a group's run (the slot after
-	// it): the slot's index in the batch (high half) and how many plain
-	// tasks came before it (low half). Every slot before it has started or
-	// been skipped, so the queue's readers start there (eachWaiting), not
-	// at a run of a thousand started messages.
-	// Zero while no batch runs (endBatch).
+	// cursor is where the running batch's loop got (0: no batch): the index
+	// in the batch (high half) and plain tasks before it (low half) of the
+	// turn it starts or the slot after a group's run. Every slot before it
+	// started or was skipped, so the queue's readers start there.
 	cursor atomic.Uint64
 
-	// ran counts the running batch's tasks that ended, still in pending
-	// (see ranBatched): added to unlocked by the drive loop alone, taken
-	// off pending by endBatch (locked). It fills what was padding.
+	// ran counts the batch's ended tasks still in pending (ranBatched): added
+	// to unlocked by the drive loop alone, taken off pending by endBatch.
 	ran atomic.Int32
 
 	many    bool // a multi-key task may be queued or hold m: set by Enqueue, cleared by EachManyAhead
 	measure bool // the runner measures service (RunnerOptions.MeasureService): set by Init
 
-	// stamps are the ring's stamps, by buffer index, where the runner
-	// tracks the oldest task (ring): made at Init, else nil. A pointer
-	// keeps extra small.
-	stamps *[]int64
+	stamps *[]int64 // the ring's (TrackOldest, Init); a pointer keeps extra small
 }
 
 // more returns m's extra, making it if m has none yet (locked).
@@ -152,8 +118,7 @@ func (m *Mailbox) made() *extra { return m.x.Load() }
 // stamps returns the ring's stamps, nil if not tracked (locked).
 func (m *Mailbox) stamps() *[]int64 {
 	if !m.home.r.opt.TrackOldest {
-		// Without reading the extra: a submitter would share its cache
-		// line with the drive loop, which writes it per task (ranBatched).
+		// Spares a submitter the extra's line, written per task (ranBatched).
 		return nil
 	}
 	if x := m.x.Load(); x != nil {
@@ -191,8 +156,7 @@ func (m *Mailbox) Init(h *Home) {
 	m.Reset(0)
 }
 
-// Reset clears what an idle mailbox remembers (its service-rate estimate,
-// a ring grown past ring slots) before reuse for another key (locked).
+// Reset clears what an idle mailbox remembers, before reuse for a key (locked).
 func (m *Mailbox) Reset(ring int) {
 	m.forget()
 	m.TrimRing(ring)
@@ -228,15 +192,12 @@ func (m *Mailbox) Release() { m.unlockRetire() }
 // Pending is the number of tasks queued or holding (locked).
 func (m *Mailbox) Pending() int { return int(m.count()) }
 
-// Slots is how many slots m's queue holds (locked): the running batch's and
-// the queued, tombstones included.
+// Slots counts the slots in m's ring, batch and tombstones included (locked).
 func (m *Mailbox) Slots() int { return m.q.size() }
 
-// count is how many tasks are queued, holding or in a run and not ended
-// (locked): pending without fastBit, less the running batch's tasks that
-// ended (extra.ran). pending is read first: a task that ends between the
-// two reads counts as ended, and endBatch, which moves ran into pending,
-// holds the lock.
+// count is pending less fastBit and extra.ran: tasks queued, holding or in a
+// run and not ended (locked). pending is read first: a task ending between
+// the reads counts as ended; endBatch moves ran into pending under the lock.
 func (m *Mailbox) count() int32 {
 	v := m.pending.Load() &^ fastBit
 	if x := m.x.Load(); x != nil {
@@ -251,9 +212,8 @@ func (m *Mailbox) Parked() int { return int(m.nparked()) }
 // Idle reports whether nothing is queued, held, parked or driven (locked).
 func (m *Mailbox) Idle() bool { return m.count() == 0 && m.nparked() == 0 && !m.driven }
 
-// ServiceTime estimates the key's recent time per task, from the tasks it
-// finished while a queue stood; 0 means no estimate, always so unless the
-// runner measures it (RunnerOptions.MeasureService) (locked).
+// ServiceTime estimates the key's recent time per task while a queue stands
+// (locked); 0 if none, as always without RunnerOptions.MeasureService.
 func (m *Mailbox) ServiceTime() time.Duration {
 	x := m.x.Load()
 	if x == nil || x.busySince == 0 {
@@ -262,8 +222,7 @@ func (m *Mailbox) ServiceTime() time.Duration {
 	busy := time.Duration(time.Now().UnixNano() - x.busySince)
 	served := x.served.Load()
 	if served == 0 {
-		// Nothing finished since the queue formed: the running task's age is
-		// a lower bound, if the runner keeps a clock.
+		// None finished yet: the running task's age is a lower bound.
 		if at, ok := m.HeldSince(); ok {
 			return time.Duration(m.home.r.opt.Clock() - at)
 		}
@@ -280,16 +239,13 @@ func (m *Mailbox) Park(e *Entry) {
 	x := m.more()
 	x.park.push(e)
 	x.parked.Add(1)
-	// Only a running batch frees places unlocked (ranBatched: ran or
-	// pending, then a look at the park), so one may have freed since the
-	// owner found the key full. Now that e is counted, this look or the
-	// batch's finds it, and no wake is due: that batch's loop finds what
-	// this admits.
+	// Only a batch frees places unlocked, then looks here (ranBatched): with
+	// e counted, its look or this one finds a place freed since the key was
+	// found full; no wake is due, the batch's loop finds what this admits.
 	m.promote()
 }
 
-// Unpark takes e out of the waiting room if it is still there, and reports
-// whether it was; false means it was admitted meanwhile.
+// Unpark takes e out of the waiting room, false if it was admitted meanwhile.
 func (m *Mailbox) Unpark(e *Entry) bool {
 	m.home.mu.Lock()
 	was := e.at == inRoom
@@ -329,8 +285,7 @@ func (m *Mailbox) promote() {
 	}
 }
 
-// Holder returns the task holding m exclusively, or nil (locked); nil too
-// while a drive loop runs a batch or a plain task holds m (HoldPlain).
+// Holder returns the Turn holding m exclusively, nil if none (locked).
 func (m *Mailbox) Holder() *Turn {
 	if m.hold != holdTurn {
 		return nil
@@ -347,17 +302,14 @@ func (m *Mailbox) EachParked(f func(t *Turn)) {
 	}
 }
 
-// CanHold reports whether a new task could hold m at once: nothing is
-// queued ahead of it and no hold excludes it (locked).
+// CanHold reports whether a new task could hold m now (locked).
 func (m *Mailbox) CanHold(shared bool) bool {
 	return m.q.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
-// Hold grants single-key task t its hold at once, to run on the caller's
-// goroutine (which must own an execution slot). The caller must have
-// checked CanHold under the same lock, and calls t.Vacate after the run
-// (unlocked). t stays Queued: in no queue, nothing else can start or
-// cancel it, and it may be reused once Vacate returns.
+// Hold grants single-key task t its hold at once; the caller, which owns an
+// execution slot and checked CanHold under this lock, runs t and calls
+// t.Vacate after, unlocked. t stays Queued (State), reusable after Vacate.
 func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
@@ -365,8 +317,7 @@ func (m *Mailbox) Hold(t *Turn) {
 	m.pending.Add(1)
 }
 
-// Enqueue appends e to the queue (locked) and reports whether m now needs
-// a drive loop; if so the caller must call Dispatch after unlocking.
+// Enqueue appends e to the queue (locked) and reports whether to Dispatch.
 func (m *Mailbox) Enqueue(e *Entry) (dispatch bool) {
 	e.m = m
 	if e.t.many != nil {
@@ -416,10 +367,8 @@ func (m *Mailbox) unhold(e *Entry) {
 	}
 }
 
-// HeldSince returns when the current hold began (RunnerOptions.Clock): a
-// batch's running task, an inline run, a multi-key task (since it holds
-// this key) or a shared group (since its first task); false if none or no
-// clock (locked).
+// HeldSince returns when the current hold (a batch's running task, an inline
+// run, a multi-key task here, a shared group's first) began, else false (locked).
 func (m *Mailbox) HeldSince() (int64, bool) {
 	x := m.x.Load()
 	if x == nil {
@@ -429,13 +378,11 @@ func (m *Mailbox) HeldSince() (int64, bool) {
 	return h >> 1, h != 0
 }
 
-// held is heldSince's value for a hold begun at at, not reported slow: at
-// shifted left by one (Clock times are within 2^62 ns, 146 years, of 0).
+// held is heldSince for a hold begun at at, not reported slow (at fits 62 bits).
 func held(at int64) int64 { return at << 1 }
 
-// MarkSlow marks the current hold reported slow and reports whether it was
-// not yet (locked): a slow task is reported once. A drive loop that starts
-// its next task meanwhile (unlocked) wins: the new hold was not the slow one.
+// MarkSlow marks the current hold reported slow, false if already so (locked).
+// A drive loop starting its next task meanwhile wins: the new hold is not slow.
 func (m *Mailbox) MarkSlow() bool {
 	x := m.x.Load()
 	if x == nil {
@@ -445,8 +392,7 @@ func (m *Mailbox) MarkSlow() bool {
 	return h != 0 && h&1 == 0 && x.heldSince.CompareAndSwap(h, h|1)
 }
 
-// wake marks m driven and reports true if its head can be granted now and
-// no drive loop is scheduled (locked).
+// wake marks m driven, true if its head can go now and no loop is due (locked).
 func (m *Mailbox) wake() bool {
 	if m.driven || m.hold != holdNone {
 		return false
@@ -458,16 +404,13 @@ func (m *Mailbox) wake() bool {
 	return true
 }
 
-// unlockRetire retires m if it is idle, then unlocks. This settles the
-// retirement race: idleness is decided under the shard lock every
-// submitter takes to find m, so a submitter finds m live (its entry keeps
-// it live) or gone (and creates a fresh one). m is never touched after it
-// retires.
-//
-// pending is read once: a fast hold may be given back unlocked at any
-// moment (UnholdPlain), and a swap between two reads would retire m with
-// the stale hold set, queueing the next submitter behind a hold nobody
-// gives back (TestStress).
+// unlockRetire retires m if idle, then unlocks. This settles the retirement
+// race: idleness is decided under the shard lock every submitter takes to
+// find m, so a submitter finds m live (its entry keeps it so) or gone (and
+// creates a fresh one); m is never touched after it retires. pending is read
+// once: a fast hold may be given back unlocked at any moment (UnholdPlain),
+// and a swap between two reads would retire m with a stale hold nobody gives
+// back, queueing the next submitter behind it.
 func (m *Mailbox) unlockRetire() {
 	h := m.home
 	v := m.pending.Load()
@@ -484,10 +427,9 @@ func (m *Mailbox) unlockRetire() {
 	h.mu.Unlock()
 }
 
-// drive runs m's queue on a goroutine that owns an execution slot: up to
-// budget exclusive tasks in a row, then it yields (requeues m) if other
-// work waits for a slot, else takes another budget. It returns a granted
-// multi-key or shared task for the caller to run on the same slot, or nil.
+// drive runs m's queue on a goroutine owning an execution slot, budget
+// exclusive tasks at a time, yielding (requeue) only if other work waits for
+// a slot; it returns a granted multi-key or shared task for that slot, or nil.
 func (m *Mailbox) drive(budget int) *Turn {
 	m.home.mu.Lock()
 	for {
@@ -498,8 +440,7 @@ func (m *Mailbox) drive(budget int) *Turn {
 			return nil
 		}
 		if budget == 0 && m.home.r.nready.Load() == 0 {
-			// Nothing waits for a slot: yielding would only hand m back to
-			// this loop, through the ready queue's lock twice.
+			// Nothing waits for a slot: a yield would only hand m back.
 			budget = m.home.r.throughput
 		}
 		if budget == 0 {
@@ -545,8 +486,7 @@ func (m *Mailbox) take(e *Entry) *Turn {
 	return e.t
 }
 
-// grantReaders grants every further shared task at the head, readying each
-// for its own slot (locked); it reports whether any was readied.
+// grantReaders readies every further shared head task; true if any (locked).
 func (m *Mailbox) grantReaders() bool {
 	more := false
 	for e, _ := m.front(); e != nil && e.shared; e, _ = m.front() {
@@ -563,8 +503,7 @@ func (m *Mailbox) grantReaders() bool {
 	return more
 }
 
-// decay keeps the service-rate estimate recent: past 64 tasks it halves
-// the count and the span; it forgets all once the queue drains (locked).
+// decay halves the estimate past 64 tasks and forgets it once drained (locked).
 func (m *Mailbox) decay() {
 	x := m.x.Load()
 	if x == nil || x.busySince == 0 {
@@ -611,8 +550,7 @@ func (l *list) remove(e *Entry) {
 	e.prev, e.next = nil, nil
 }
 
-// String describes m for debugging a stuck key (locked): pending (and the
-// fast bit), its hold, whether a drive loop is due, and what waits.
+// String describes m for debugging a stuck key (locked).
 func (m *Mailbox) String() string {
 	turns := 0
 	for i := range m.q.queued() {
