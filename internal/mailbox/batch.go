@@ -2,13 +2,11 @@ package mailbox
 
 import "math"
 
-// maxCut is the most plain tasks a batch takes (a bit each in
-// extra.plainClaim); a loop with more budget cuts the next batch at once.
+// maxCut caps a batch's plain tasks (a bit each in extra.plainClaim).
 const maxCut = 32
 
 // cutRuns caps a batch's turns once a group's run ends in it: the cut walks
-// each turn, cold in cache, before the first runs, so large runs (a
-// Batcher's) are cut one at a time while small ones still go together.
+// each turn, cold, before the first runs, so large runs go one a batch.
 const cutRuns = 64
 
 // batch is a running batch's slots as they were cut: n slots of buf (and
@@ -20,21 +18,14 @@ type batch struct {
 	first, n int
 }
 
-// runBatch runs a batch of the exclusive single-key tasks at the queue's
-// head, plain tasks and turns in queue order, up to budget of them (a
-// group's run counts as one, see Group; a run ends the batch once it holds
-// cutRuns tasks; at most maxCut plain tasks), with m locked on entry and
-// return, and returns how many it took. A tombstone is cut with the batch
-// but costs no budget.
-//
-// The batch is cut under one lock and run without it: two lock round trips
-// per batch, not per task. m.hold is holdPlain meanwhile, so new
-// submissions queue behind it. Its slots stay in the ring until it ends,
-// new ones queuing behind; if the ring grows meanwhile, the batch reads the
-// buffers it was cut from: a resize copies slots, never overwrites them.
-// A task taken out before it starts is skipped: a turn loses its start
-// CAS to its canceler (who frees its place, Entry.release), a plain task
-// its claim to TakePlain.
+// runBatch runs the exclusive single-key tasks at the queue's head (plain or
+// turns) in queue order, up to budget (a group's run counts one, a tombstone
+// none), and returns how many it took (m locked on entry and return). It cuts
+// under one lock and runs unlocked, m.hold holdPlain so new submissions queue
+// behind; its slots stay in the ring until it ends (a resize copies slots,
+// never overwrites them). A task taken out before it starts is skipped: a
+// turn loses its start CAS to its canceler (who frees its place,
+// Entry.release), a plain task its claim to TakePlain.
 func (m *Mailbox) runBatch(budget int) int {
 	q := &m.q
 	buf, args := q.buf(), q.argBuf()
@@ -96,12 +87,10 @@ func (m *Mailbox) runBatch(budget int) int {
 	return units
 }
 
-// runFrom runs a running batch's tasks from its i-th slot on; plain of the
-// slots before it were plain tasks, and turns and plains of its tasks ran.
-// If a task never returns (fn called runtime.Goexit; its Work or Plain
-// accounted for it), the deferred check ends it and hands the rest of the
-// batch, the mailbox and this slot to a fresh drive loop, so the key goes
-// on in FIFO order and nothing is left driven.
+// runFrom runs batch b from slot i on (plain: plain slots before i; turns,
+// plains: tasks that ran). If a task never returns (runtime.Goexit; its Work
+// or Plain accounted for it), the deferred call ends it and hands the rest of
+// the batch, the mailbox and the slot to a fresh loop, keeping FIFO order.
 func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 	var (
 		running  *Turn   // a turn in Run
@@ -125,8 +114,7 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 		default:
 			return
 		}
-		// The closure captures copies: capturing the loop's variables would
-		// move them to the heap on every call.
+		// Copies: capturing the loop's variables would move them to the heap.
 		b, i, plain, turns, plains := b, next, plain, turns, plains
 		m.home.r.takeOver(func() {
 			m.runFrom(b, i, plain, turns, plains)
@@ -171,8 +159,7 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 		}
 		t := e.t
 		if g := t.group(); g != nil {
-			// A group's run: the turns that win their start, up to Max
-			// turns, go to one Run.
+			// A group's run: of up to Max turns, those that win their start.
 			if scratch == nil {
 				// The run ends with the batch: size it by what is left.
 				scratch = make([]*Turn, 0, min(g.Max, b.n-i))
@@ -231,28 +218,22 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 	}
 }
 
-// claim claims the i-th plain task of a running batch, for the drive loop
-// before it starts it or for TakePlain as it takes it out, and reports
-// whether it was unclaimed: one atomic OR decides which of the two gets
-// it. A mailbox without its extra runs batches of one, which TakePlain
-// leaves alone.
+// claim claims plain task i of a running batch for the loop starting it or
+// TakePlain taking it out: one atomic OR, true for whoever gets it. Without
+// its extra, a mailbox runs batches of one, which TakePlain leaves alone.
 func claim(x *extra, i int) bool {
 	return x == nil || x.plainClaim.Or(1<<i)&(1<<i) == 0
 }
 
-// finishRun ends a batched turn that ran: it frees its place, admits a
-// parked submission (queued behind the batch), and settles the turn. x is
-// m's extra as the batch's loop loaded it.
+// finishRun frees a batched turn's place (ranBatched), then settles it.
 func (m *Mailbox) finishRun(x *extra, t *Turn) {
 	m.ranBatched(x, 1)
 	t.Finish()
 	t.work.Settle()
 }
 
-// finishRuns is finishRun for the turns of a group's run that ran (not left
-// out, Turn.Leave): they ended together, so their places are freed at once,
-// with one atomic add on the key's count, not one each, and before any
-// settles (whoever sees a task end finds its place free).
+// finishRuns is finishRun for a run's turns not Left: one add frees all
+// places before any settles (whoever sees a task end finds its place free).
 func (m *Mailbox) finishRuns(x *extra, ts []*Turn) {
 	n := 0
 	for _, t := range ts {
@@ -269,17 +250,12 @@ func (m *Mailbox) finishRuns(x *extra, ts []*Turn) {
 	}
 }
 
-// ranBatched frees the places of n of a batch's tasks that ran and admits
-// parked submissions (they queue behind the batch). x is m's extra as the
-// batch's loop loaded it (nil: a batch of one without it).
-//
-// With the extra (every batch of more than one task has it) the places
-// are counted in x.ran, which endBatch takes off pending under the lock
-// (see count), not off pending itself: pending sits in the mailbox's cache
-// line, which every submitter writes under the lock, and one atomic add on
-// it per task, while submitters write it, cost a busy key 14 % of its CPU
-// (a cache line passed back and forth per task). Nothing here reads that
-// line either, and submitters do not read the extra's (stamps).
+// ranBatched frees the places of n batched tasks that ran and admits parked
+// submissions (queued behind the batch); x is m.x as the loop loaded it (nil:
+// a batch of one). Places go to x.ran, which endBatch takes off pending under
+// the lock (see count): pending shares the line every submitter writes, which
+// an add per task would bounce (ARCHITECTURE.md, "The queue"). Nothing here
+// reads that line, nor do submitters the extra's (stamps).
 func (m *Mailbox) ranBatched(x *extra, n int) {
 	if x == nil {
 		m.pending.Add(-int32(n))

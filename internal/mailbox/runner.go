@@ -7,9 +7,8 @@ import (
 	"github.com/alitto/pond/v2"
 )
 
-// item is one unit of the ready queue: a mailbox to drive (*Mailbox), a
-// granted task to run (*Turn), or a goroutine waiting for its slot back
-// (chan struct{}); the zero item starts a loop with the next ready one.
+// item is a ready-queue entry: a *Mailbox to drive, a granted *Turn, or the
+// chan of a goroutine awaiting its slot; the zero item takes the next one.
 type item struct{ v any }
 
 func (it item) mailbox() *Mailbox { m, _ := it.v.(*Mailbox); return m }
@@ -18,12 +17,10 @@ func (it item) turn() *Turn { t, _ := it.v.(*Turn); return t }
 
 func (it item) resume() chan struct{} { c, _ := it.v.(chan struct{}); return c }
 
-// Runner bounds execution to a number of slots and runs work on a pond pool.
-// Each slot is owned by one goroutine that runs tasks: a drive loop started
-// with pool.Go, or a caller running a task inline. Work that finds no free
-// slot waits in a FIFO ready queue, and a goroutine giving up a slot hands
-// it to the head of that queue. Nothing waits in pond's own queue for a
-// slot, so no stale pool job can run a mailbox it no longer owns.
+// Runner bounds execution to limit slots, each owned by one goroutine (a
+// drive loop on the pond pool, or a caller running a task inline). Work with
+// no free slot waits in a FIFO ready queue, never in pond's, so no stale
+// pool job can run a mailbox it no longer owns.
 type Runner struct {
 	pool       pond.Pool
 	limit      int32
@@ -41,9 +38,8 @@ type Runner struct {
 	launchers sync.Pool // of *launcher
 }
 
-// launcher starts a mailbox's drive loop on the pool. Its func is made
-// once and the launcher reused, so neither a dispatch nor a mailbox (which
-// would keep it for life) pays for a closure.
+// launcher starts a mailbox's drive loop, pooled with its func, so neither
+// a dispatch nor a mailbox (keeping it for life) pays for a closure.
 type launcher struct {
 	r  *Runner
 	m  *Mailbox
@@ -68,28 +64,23 @@ func (r *Runner) launch(m *Mailbox) {
 	r.spawn(l.fn)
 }
 
-// RunnerOptions are what a Runner's drive loops keep track of beyond
-// running tasks. Each costs a little per task, so each is off unless set.
+// RunnerOptions each cost a little per task, so each is off unless set.
 type RunnerOptions struct {
-	// TrackOldest keeps the stamp of each plain task (EnqueuePlain) for
-	// Mailbox.OldestStamp (else it reads 0), at 8 bytes per slot of the
-	// ring.
+	// TrackOldest keeps each plain task's stamp (EnqueuePlain) for
+	// Mailbox.OldestStamp (else 0), at 8 bytes per ring slot.
 	TrackOldest bool
 
-	// MeasureService makes drive loops count the tasks each mailbox serves
-	// while a queue stands, for Mailbox.ServiceTime (else 0), at an atomic
-	// add per task.
+	// MeasureService counts the tasks each mailbox serves while a queue
+	// stands, for Mailbox.ServiceTime (else 0), at an atomic add per task.
 	MeasureService bool
 
 	// Ran, if set, is called unlocked once every task of a batch on m has
-	// settled, even after a Goexit, with how many turns (see Turn.Batched)
-	// and plain tasks ran, for work done for many tasks at once (the
-	// executor gives back what they held). Beside Plain and the turns'
-	// Work, it is the only call from a drive loop back to its owner.
+	// settled, even after a Goexit, with how many turns (Turn.Batched) and
+	// plain tasks ran, so the executor gives back what they held at once.
+	// With Plain and the turns' Work, a drive loop's only call back up.
 	Ran func(m *Mailbox, turns, plains int)
 
-	// Plain runs the plain tasks queued on the runner's mailboxes
-	// (EnqueuePlain); it must be set if any are.
+	// Plain runs plain tasks (EnqueuePlain); it must be set if any are queued.
 	Plain Plain
 
 	// Clock, if set, is read as a hold begins, for Mailbox.HeldSince (and a
@@ -102,8 +93,7 @@ type RunnerOptions struct {
 	Room int
 
 	// Released, if set, is called when a slot is given back and nothing
-	// took it (Release, or a drive loop out of work), for an owner waiting
-	// for Active() == 0. It must not block.
+	// took it, for an owner waiting for Active() == 0; it must not block.
 	Released func()
 }
 
@@ -146,14 +136,12 @@ func (r *Runner) Release() {
 	r.released()
 }
 
-// released tells the owner that a slot was given back (RunnerOptions.Released).
 func (r *Runner) released() {
 	if r.opt.Released != nil {
 		r.opt.Released()
 	}
 }
 
-// Active is the number of slots owned now.
 func (r *Runner) Active() int { return int(r.active.Load()) }
 
 // Wait blocks until every drive loop started so far has returned.
@@ -218,8 +206,7 @@ func (r *Runner) start(it item) {
 func (r *Runner) spawn(f func()) {
 	r.loops.Add(1)
 	if err := r.pool.Go(f); err != nil {
-		// The caller's pool refused (stopped or full): accepted work is
-		// never dropped, so run the loop on a goroutine of our own.
+		// The pool refused (stopped or full): accepted work is never dropped.
 		go f()
 	}
 }
@@ -231,10 +218,9 @@ func (r *Runner) loop(it item) {
 	r.serve(it)
 }
 
-// takeOver hands the slot of a loop whose goroutine is exiting (a fn
-// called runtime.Goexit; the task has ended) to a fresh loop that runs
-// rest, then serves it. It is deferred on the exiting goroutine, whose
-// loop counts in loops until it is gone.
+// takeOver, deferred on a loop's goroutine exiting by runtime.Goexit, hands
+// its slot to a fresh loop that runs rest, then serves it (the exiting loop
+// counts in loops until it is gone).
 func (r *Runner) takeOver(rest func(), it item) {
 	r.spawn(func() {
 		defer r.loops.Done()
@@ -243,7 +229,6 @@ func (r *Runner) takeOver(rest func(), it item) {
 	})
 }
 
-// serve is loop's body.
 func (r *Runner) serve(it item) {
 	for {
 		t := it.turn()
@@ -261,8 +246,7 @@ func (r *Runner) serve(it item) {
 }
 
 // runGranted runs a granted multi-key or shared task and gives its holds
-// back. If Run never returns (Goexit: see Mailbox.runFrom), the deferred
-// call ends the task all the same and hands the slot to a fresh loop.
+// back; on a Goexit the deferred call still ends it and hands the slot on.
 func (r *Runner) runGranted(t *Turn) {
 	if !t.start() {
 		return // canceled while waiting for a slot; its canceler settles it
@@ -280,8 +264,7 @@ func (r *Runner) runGranted(t *Turn) {
 	returned = true
 }
 
-// next takes the next ready item for a loop that owns a slot; when there is
-// none it releases the slot and reports false.
+// next returns a loop's next ready item, or false once it has released the slot.
 func (r *Runner) next() (item, bool) {
 	for {
 		if r.nready.Load() > 0 {
@@ -301,11 +284,9 @@ func (r *Runner) next() (item, bool) {
 	}
 }
 
-// readyQueue is the ready items in FIFO order. While no worker is free
-// each waiting key holds a place in it, so mailboxes are kept as bare
-// pointers (8 bytes; an item is 16) and the rare other items in a FIFO of
-// their own, each with the count of mailboxes pushed before it: it goes
-// first once all of those are popped.
+// readyQueue is the ready items in FIFO order: mailboxes, one a waiting key,
+// as bare pointers (half an item); the rare others in a FIFO of their own,
+// each going once the mailboxes pushed before it are popped.
 type readyQueue struct {
 	mbs    fifo[*Mailbox]
 	others fifo[other]
@@ -340,10 +321,8 @@ func (q *readyQueue) pop() (item, bool) {
 	return item{}, false
 }
 
-// EachGranted calls f, under the runner's lock, for every granted turn
-// waiting in the ready queue for a slot (a shared task granted with
-// others, or a multi-key task granted its last key): a Close that gives up
-// ends them (Cancel wins over their start, and runGranted skips them).
+// EachGranted calls f, under the runner's lock, for every granted turn waiting
+// for a slot, for a Close that gives up (Cancel beats start; runGranted skips).
 func (r *Runner) EachGranted(f func(t *Turn)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

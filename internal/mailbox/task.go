@@ -5,16 +5,12 @@ import (
 	"sync/atomic"
 )
 
-// Turn states. A task moves Queued -> Granted -> Running -> Done, or from
-// Queued or Granted to Canceled. The compare-and-swap out of Queued or
-// Granted decides whether it runs or is canceled: never both, never
-// neither. A task held inline (Mailbox.Hold) stays Queued while its owner
-// runs it: in no queue, nothing else can start or cancel it.
-//
-// A multi-key task is Staged while its owner enqueues it one mailbox at a
-// time; it is not accepted until it has room on every one. Others may see
-// it queued (EachWaiting), but Cancel leaves it alone; the owner Commits it
-// (Queued) once its last entry is enqueued, or Withdraws it (Canceled).
+// Turn states: Queued -> Granted -> Running -> Done, or Queued or Granted ->
+// Canceled; that CAS decides run or cancel, never both, never neither. A task
+// held inline (Mailbox.Hold) stays Queued while its owner runs it: in no
+// queue, nothing else can start or cancel it. A multi-key task is Staged, not
+// yet accepted, while its owner enqueues it one mailbox at a time:
+// EachWaiting may see it, Cancel leaves it alone, until Commit or Withdraw.
 const (
 	Queued State = iota
 	Granted
@@ -27,7 +23,6 @@ const (
 // State is where a turn is in its life (see the constants).
 type State int32
 
-// String names the state.
 func (s State) String() string {
 	switch s {
 	case Queued:
@@ -46,7 +41,6 @@ func (s State) String() string {
 	return "unknown"
 }
 
-// atomicState is a State read and written atomically.
 type atomicState struct{ v atomic.Int32 }
 
 func (a *atomicState) Load() State   { return State(a.v.Load()) }
@@ -57,34 +51,30 @@ func (a *atomicState) CompareAndSwap(old, new State) bool {
 
 // Work is what a Turn runs; the executor implements it.
 type Work interface {
-	// Run executes the task, Running and holding every mailbox it needs. It
-	// must not panic. If the task's code calls runtime.Goexit, Run does not
-	// return but must have accounted for the task's end (deferred); the
-	// mailbox then ends the task and hands the key to a fresh drive loop.
+	// Run executes the task, Running and holding its mailboxes; it must not
+	// panic. On runtime.Goexit it does not return but must have accounted
+	// for the task's end (deferred); the key goes on on a fresh drive loop.
 	Run()
-	// Settle is called once, after Run or a successful Cancel, when no
-	// mailbox refers to the task any more, to wake its waiters.
+	// Settle, called once after Run or a successful Cancel, when no mailbox
+	// refers to the task any more, wakes its waiters.
 	Settle()
-	// Promote is called, locked, as a parked submission (Mailbox.Park) gets
-	// room, just before it enters the queue. False refuses it (the owner is
-	// closing, say): it stays parked, ahead of the others, until its
-	// submitter takes it out (Unpark). It must not block. A submitter it
-	// wakes must lock the mailbox before touching the task's entries, but
-	// may read an entry's mailbox (set by Park) to find that lock.
+	// Promote, which must not block, is called locked as a parked submission
+	// (Mailbox.Park) gets room, just before it is queued. False refuses it
+	// (the owner is closing): it stays parked, ahead of the others, until
+	// Unparked. A submitter it wakes locks the mailbox before touching the
+	// task's entries, finding that lock from an entry's mailbox (set by Park).
 	Promote() bool
 }
 
 // PlainWork is the Work of a parked submission that enters the queue as a
-// plain slot (see Plain) when it gets room: its Turn serves only while it
-// waits. Slot, called locked right after Promote said yes, gives the
-// slot's fn, arg and stamp, as EnqueuePlain takes them.
+// plain slot (see Plain); its Turn serves only while it waits. Slot, called
+// locked right after Promote said yes, gives the slot as EnqueuePlain would.
 type PlainWork interface {
 	Work
 	Slot() (fn func(context.Context) error, arg any, stamp int64)
 }
 
-// Turn is the unit a mailbox schedules. The zero Turn is not usable: call
-// Init (one key) or InitMany.
+// Turn is the unit a mailbox schedules; Init (one key) or InitMany it first.
 type Turn struct {
 	state atomicState
 	need  atomic.Int32 // mailboxes that have not granted the task yet
@@ -94,24 +84,19 @@ type Turn struct {
 	stamp atomic.Int64 // when the task was accepted, if the owner measures it
 }
 
-// Group runs consecutive queued turns of one key as one task of the key
-// (one unit of a drive loop's throughput): a loop that reaches a group's
-// turn takes it and the group's turns right behind it, up to Max, and
-// calls Run once with those that won their start (each Running and holding
-// the key, in queue order). Like Work.Run, Run must account for every turn
-// it gets and must not panic; if user code calls runtime.Goexit it may not
-// return, once every turn is accounted for.
+// Group runs up to Max consecutive queued turns of one key as one unit of a
+// drive loop's throughput: Run gets, in queue order, those that won their
+// start (each Running and holding the key). Like Work.Run, it must account
+// for every turn and not panic, and on a Goexit may not return.
 type Group struct {
 	Max int
 	Run func(ts []*Turn)
-	// Same, if set, reports whether b may join the run a starts (one Run
-	// call for turns that go together: a Batcher's, of one key). A turn
-	// taken into a run has started; a later run's turns have not, so a
-	// Close that gives up still finds them (EachWaiting).
+	// Same, if set, reports whether b may join the run a starts (a
+	// Batcher's). Only a run's turns have started, so a Close that gives up
+	// still finds a later run's (EachWaiting).
 	Same func(a, b *Turn) bool
 }
 
-// joins reports whether b may join the run that a starts.
 func (g *Group) joins(a, b *Turn) bool { return g.Same == nil || g.Same(a, b) }
 
 // Entry is a task's place in one mailbox.
@@ -139,8 +124,7 @@ const (
 // Init prepares t for a single-key submission: a zero Turn, or a reused
 // one that ran (Done, or still Queued after an inline run, see Mailbox.Hold).
 func (t *Turn) Init(w Work, shared bool) {
-	// Store only where a reused task differs: an atomic store costs as
-	// much as an add, and most reused tasks ran inline (still Queued).
+	// Atomic stores only where a reused task differs: most ran inline (Queued).
 	if t.state.Load() != Queued {
 		t.state.Store(Queued)
 	}
@@ -150,8 +134,7 @@ func (t *Turn) Init(w Work, shared bool) {
 	t.many = nil
 	t.one.at, t.one.grouped = nowhere, false
 	t.one.shared = shared
-	// A reused task keeps its work and entry owner; not rewriting them
-	// keeps the reads of the queue's readers (OldestStamp) race-free.
+	// Left as they are on reuse, so the queue's readers (OldestStamp) race no write.
 	if t.work != w {
 		t.work = w
 	}
@@ -169,7 +152,6 @@ type Grouped interface {
 // a batch group (its Work implements Grouped); unmarked turns pay nothing.
 func (t *Turn) SetGrouped() { t.one.grouped = true }
 
-// group returns t's batch group, or nil.
 func (t *Turn) group() *Group {
 	if !t.one.grouped {
 		return nil
@@ -178,11 +160,9 @@ func (t *Turn) group() *Group {
 }
 
 // InitMany prepares t for an exclusive multi-key submission of n keys and
-// returns its entries, to be enqueued with Mailbox.Enqueue. t is Staged:
-// Commit it once its last entry is enqueued, before that mailbox is
-// unlocked (a task still Staged when every mailbox has granted it never
-// runs), or Withdraw it. Never reinitialise a task that was ever queued:
-// whoever saw it (EachWaiting, EachManyAhead) may still refer to it.
+// returns its entries, for Mailbox.Enqueue; t is Staged until Commit or
+// Withdraw. Never reinitialise a task that was ever queued: whoever saw it
+// (EachWaiting, EachManyAhead) may still refer to it.
 func (t *Turn) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
@@ -196,11 +176,10 @@ func (t *Turn) InitMany(w Work, n int) []Entry {
 	return many
 }
 
-// SetStamp records when the task was accepted (the owner's clock), for
-// Mailbox.OldestStamp. Call it before the task is queued.
+// SetStamp records when the task was accepted, for Mailbox.OldestStamp.
+// Call it before the task is queued.
 func (t *Turn) SetStamp(at int64) { t.stamp.Store(at) }
 
-// Stamp returns what SetStamp recorded.
 func (t *Turn) Stamp() int64 { return t.stamp.Load() }
 
 // Entry returns the entry of a single-key task.
@@ -210,33 +189,28 @@ func (t *Turn) Entry() *Entry { return &t.one }
 // batch, whose end goes to RunnerOptions.Ran. Read it in Settle.
 func (t *Turn) Batched() bool { return t.many == nil && t.one.at == inBatch }
 
-// State reports the task's state.
 func (t *Turn) State() State { return t.state.Load() }
 
-// Shared reports whether the task takes shared holds.
 func (t *Turn) Shared() bool { return t.one.shared }
 
 // Commit makes a Staged multi-key task Queued: accepted, and cancelable.
-// Call it right after enqueuing its last entry, with that mailbox still
-// locked: every entry's mailbox is set (Cancel reads them), and the task
-// cannot be granted there yet.
+// Call it right after enqueuing its last entry, that mailbox still locked:
+// every entry's mailbox is set (Cancel reads them), and it cannot be granted
+// there yet (a task Staged when every mailbox has granted it never runs).
 func (t *Turn) Commit() { t.state.Store(Queued) }
 
-// Withdraw takes a Staged task back out of the mailboxes it was enqueued in
-// so far (its owner found no room on one of its keys). It is Canceled from
-// then on, and nobody settles it: it was never accepted.
+// Withdraw takes a Staged task (no room on one of its keys) out of the
+// mailboxes it entered; Canceled, never accepted, it is settled by nobody.
 func (t *Turn) Withdraw() {
 	if t.state.CompareAndSwap(Staged, Canceled) {
 		t.Vacate()
 	}
 }
 
-// Cancel withdraws a task that has not started: it leaves every queue and
-// gives back every hold, and the caller then owns its settlement. It
-// reports false if the task started or ended, or is Staged (see Withdraw).
-// A withdrawn task may stay in a running batch until the loop skips it,
-// and the queue's readers may look at it meanwhile: its owner must never
-// reuse it.
+// Cancel takes a task that has not started out of every queue and hold;
+// the caller then owns its settlement. False: it started, ended, or is
+// Staged. A canceled task may stay in a running batch, seen by the queue's
+// readers, until the loop skips it: its owner must never reuse it.
 func (t *Turn) Cancel() bool {
 	for {
 		s := t.state.Load()
@@ -251,9 +225,8 @@ func (t *Turn) Cancel() bool {
 	return true
 }
 
-// Vacate takes t out of every mailbox it is queued in or holds: it gives
-// back the holds of a task that ran inline (see Mailbox.Hold) or withdraws
-// one that never ran. Call it before Settle.
+// Vacate takes t out of every mailbox it is queued in or holds: an inline
+// run's holds (Mailbox.Hold), or a task that never ran. Call it before Settle.
 func (t *Turn) Vacate() {
 	if t.many == nil {
 		t.one.release()
@@ -270,9 +243,8 @@ func (t *Turn) start() bool { return t.state.CompareAndSwap(Granted, Running) }
 // Finish marks a task that ran Done; call after Release, before Settle.
 func (t *Turn) Finish() { t.state.Store(Done) }
 
-// Leave ends a turn its group's Run leaves out (its ctx ended before the
-// run started): its place is freed and it settles now, not when Run
-// returns. Call it only from inside Group.Run; the loop then skips it.
+// Leave, called only inside Group.Run, ends a turn the run leaves out (its
+// ctx ended): its place is freed and it settles now; the loop skips it.
 func (t *Turn) Leave() {
 	if t.state.CompareAndSwap(Running, Done) {
 		t.one.m.ranBatched(t.one.m.x.Load(), 1)
@@ -301,9 +273,8 @@ func (e *Entry) release() {
 	m.giveBack()
 }
 
-// EachManyAhead calls f, with t's mailbox locked, for each multi-key task
-// holding it or queued ahead of single-key task t, if t is queued there
-// (not taken into a batch, running or ended). See Mailbox.EachManyAhead.
+// EachManyAhead calls f, t's mailbox locked, for each multi-key task holding
+// it or queued ahead of single-key t, while t is queued (Mailbox.EachManyAhead).
 func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	e := &t.one
 	m := e.m // set when t was queued, before its submitter could hand t on
@@ -317,11 +288,9 @@ func (t *Turn) EachManyAhead(f func(o *Turn)) {
 	}
 }
 
-// EachWaitedMany calls f, with one mailbox locked at a time, for every
-// multi-key turn that t waits behind: in each mailbox where t is queued,
-// those holding it or queued ahead of t; where t is parked for room, those
-// holding it or queued at all. A mailbox that has granted t, or that t has
-// left, adds nothing. f must not lock a mailbox.
+// EachWaitedMany calls f, one mailbox locked at a time, for every multi-key
+// turn t waits behind: holding or queued ahead of t where t is queued,
+// holding or queued at all where it is parked. f must not lock a mailbox.
 func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 	if t.many == nil {
 		t.one.eachWaitedMany(f)
@@ -332,11 +301,10 @@ func (t *Turn) EachWaitedMany(f func(o *Turn)) {
 	}
 }
 
-// ParkedBehind reports whether single-key turn t is parked for room, and
-// if so whether its mailbox is held exclusively (by a task or a drive
-// loop's batch): then room comes only once that holder ends, since every
-// queued turn waits for it too. many is that holder if it is a multi-key
-// turn (which may hold the key while it waits for its other keys).
+// ParkedBehind reports whether single-key turn t is parked for room and, if
+// so, whether its mailbox is held exclusively (task or batch): room comes
+// only once that holder ends, as every queued turn waits for it. many is the
+// holder if multi-key (it may hold the key while waiting for its others).
 func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	e := &t.one
 	m := e.m
@@ -354,9 +322,8 @@ func (t *Turn) ParkedBehind() (parked, exclusive bool, many *Turn) {
 	return true, true, many
 }
 
-// JoinsShared reports whether t, a queued single-key shared turn, will be
-// granted without waiting for a task: no task or batch holds its mailbox
-// exclusively and every turn ahead is shared, so it needs only a worker.
+// JoinsShared reports whether t, a queued single-key shared turn, needs only a
+// worker: nothing holds its mailbox exclusively and every turn ahead is shared.
 func (t *Turn) JoinsShared() bool {
 	e := &t.one
 	m := e.m
@@ -394,5 +361,4 @@ func (e *Entry) eachWaitedMany(f func(o *Turn)) {
 	}
 }
 
-// Work returns what the task runs.
 func (t *Turn) Work() Work { return t.work }

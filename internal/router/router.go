@@ -19,42 +19,35 @@ type Router[K comparable] struct {
 	live    atomic.Int64 // striped mode: stripes that are not idle (see Live)
 }
 
-// shard is a home of mailboxes (its lock guards them and what follows)
-// and their Owner.
+// shard is a home of mailboxes and their Owner; home's lock guards both.
 type shard[K comparable] struct {
 	home mailbox.Home
 	t    table[K] // the filed nodes by key; guarded by home's lock
 	idle *node[K] // a retired node left in t for a moment (see Retire); guarded by home's lock
 	fast *node[K] // the one node that may have a fast hold (see Linger); guarded by home's lock
-	// spares are retired nodes kept for reuse, spares[:nspare]; guarded by
-	// home's lock. With the padding at the end they make a shard 256 bytes,
-	// so that each shard's lock, and what its home keeps beside it, starts a
-	// cache line (TestShardSize).
+	// spares[:nspare] are retired nodes kept for reuse; guarded by home's
+	// lock. With the padding, a shard is 256 bytes, so each shard's lock and
+	// what its home keeps beside it start a cache line (TestShardSize).
 	spares [maxSpares]*node[K]
 	nspare int
 	live   int // mailboxes that are not idle; guarded by home's lock (see Live)
 	_      [24]byte
 }
 
-// maxSpares is how many retired nodes a shard keeps for reuse while it has
-// live mailboxes (one once none is: see quiet), so that keys that come and
-// go reuse nodes and their plain-task rings instead of making garbage.
+// maxSpares is how many retired nodes (with their rings) a shard keeps for
+// keys that come and go while it has live mailboxes (one after: see quiet).
 const maxSpares = 8
 
-// node is a dynamic mailbox with the key it is filed under; its mailbox's
-// Mark says whether it is filed in its shard's table (guarded by the
-// shard's lock). The shard finds a node from its mailbox (nodeOf), so a
-// node is only a key and a mailbox (80 bytes with a string key).
+// node is a dynamic mailbox and its key; mb.Mark says whether it is filed
+// in its shard's table (shard-locked). nodeOf finds it from the mailbox.
 type node[K comparable] struct {
 	key K
 	mb  mailbox.Mailbox
 }
 
-// nodeOf returns the node holding m, a mailbox of a router without
-// stripes. Every such mailbox is a node[K]'s mb (only Acquire Inits
-// mailboxes in a shard's home), so stepping back by mb's offset stays in
-// the node's allocation, as unsafe.Pointer's rules allow and the race
-// detector's checkptr checks (TestNodeOf).
+// nodeOf returns the node holding m, a shard's mailbox: only Acquire Inits
+// those, each a node's mb, so stepping back by mb's offset stays in the
+// node's allocation, as unsafe.Pointer's rules allow (checkptr: TestNodeOf).
 func nodeOf[K comparable](m *mailbox.Mailbox) *node[K] {
 	return (*node[K])(unsafe.Add(unsafe.Pointer(m), -unsafe.Offsetof(node[K]{}.mb)))
 }
@@ -97,12 +90,10 @@ func New[K comparable](r *mailbox.Runner, stripes int) *Router[K] {
 	return rt
 }
 
-// Hash is key's hash, from which Index picks its shard or stripe: equal
-// keys have equal hashes (the executor's waiting room tells keys apart by
-// it; two keys that share a hash are only kept in order as if one).
+// Hash is key's hash, which picks its shard or stripe. The executor's waiting
+// room tells keys apart by it: keys sharing a hash are ordered as if one.
 func (rt *Router[K]) Hash(key K) uint64 { return maphash.Comparable(rt.seed, key) }
 
-// Striped reports whether the router is in striped mode.
 func (rt *Router[K]) Striped() bool { return rt.stripes != nil }
 
 // Index returns the stripe (striped mode) or shard a key maps to.
@@ -114,8 +105,7 @@ func (rt *Router[K]) Index(key K) int {
 	return int(h & rt.mask)
 }
 
-// Same reports whether two keys share a mailbox: equal keys, or, in striped
-// mode, keys on one stripe.
+// Same reports whether two keys share a mailbox: equal, or on one stripe.
 func (rt *Router[K]) Same(a, b K) bool {
 	if a == b {
 		return true
@@ -141,8 +131,7 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	s.home.Lock()
 	f := s.fast
 	if f != nil && f.key == key {
-		// The shard's last fast-hold key again (the uncontended Do's loop):
-		// a fast node is live and filed under its key; skip the table.
+		// The fast node again (the uncontended Do): live, filed; no lookup.
 		f.mb.Claim()
 		return &f.mb
 	}
@@ -172,10 +161,9 @@ func (rt *Router[K]) Acquire(key K) *mailbox.Mailbox {
 	return &n.mb
 }
 
-// KeyOf returns the key m serves, unlocked, for whoever holds m or runs
-// its tasks (see mailbox.Plain): a node's key is written locked as it is
-// filed, and changes only after it retires, which a mailbox with a task
-// pending never does. m must not be a stripe's (it serves many keys).
+// KeyOf returns m's key, unlocked, for whoever holds m or runs its tasks
+// (mailbox.Plain): it is written locked as the node is filed and changes only
+// after it retires, which it cannot with a task pending. Not for a stripe.
 func (rt *Router[K]) KeyOf(m *mailbox.Mailbox) K { return nodeOf[K](m).key }
 
 // Find is Acquire that never makes a mailbox: it returns nil, with nothing
@@ -197,9 +185,8 @@ func (rt *Router[K]) Find(key K) *mailbox.Mailbox {
 	return nil
 }
 
-// Linger lets the plain hold m is about to grant be a fast hold
-// (mailbox.Owner; locked) if no other node of the shard may have one: with
-// at most one per shard, settleFast finds it without a walk.
+// Linger allows m a fast hold (mailbox.Owner; locked) if no other node of
+// the shard may have one: with one a shard, settleFast needs no walk.
 func (s *shard[K]) Linger(m *mailbox.Mailbox) bool {
 	n := nodeOf[K](m)
 	if s.fast == nil {
@@ -256,8 +243,7 @@ const (
 	quietRing = 16
 )
 
-// evict deletes an idle node's entry and keeps the node as a spare if
-// the shard has room for one (locked).
+// evict removes idle n from the table, kept as a spare if there is room (locked).
 func (s *shard[K]) evict(n *node[K]) {
 	s.t.remove(n)
 	n.mb.Mark = false
@@ -270,11 +256,10 @@ func (s *shard[K]) evict(n *node[K]) {
 	}
 }
 
-// quiet drops all spares but one, and that one's ring past quietRing
-// slots, once no mailbox of the shard is live (locked): memory follows the
-// busy keys. evict Reset the spares, so only the ring is left to trim: a
-// key reused by one caller without a fast hold retires on every call and
-// pays only that check.
+// quiet drops all spares but one, and that one's ring past quietRing, once
+// no mailbox of the shard is live (locked): memory follows the busy keys.
+// evict Reset the spares, so only the ring is left to trim: cheap for a key
+// that retires on every call (one caller, no fast hold).
 func (s *shard[K]) quiet() {
 	for s.nspare > 1 {
 		s.nspare--
@@ -285,8 +270,7 @@ func (s *shard[K]) quiet() {
 	}
 }
 
-// Linger refuses fast holds (mailbox.Owner): a stripe's plain holds are
-// given back under its lock.
+// Linger refuses fast holds: a stripe's plain holds end under its lock.
 func (s *stripe[K]) Linger(*mailbox.Mailbox) bool { return false }
 
 // Retire marks an idle stripe as not busy (called locked).
@@ -297,10 +281,9 @@ func (s *stripe[K]) Retire(*mailbox.Mailbox) {
 	}
 }
 
-// Live is the number of keys (stripes) with a live mailbox, exact per
-// shard as read: each shard counts under the lock every submission takes
-// anyway, at no atomic cost, and Live takes every shard lock in turn
-// (BenchmarkLive). Do not call it with a mailbox locked.
+// Live is the number of keys (stripes) with a live mailbox, exact per shard
+// as read: each shard counts under the lock its submissions take anyway (no
+// atomic), and Live takes each in turn. Do not call it with a mailbox locked.
 func (rt *Router[K]) Live() int {
 	n := int(rt.live.Load())
 	for i := range rt.shards {
@@ -313,11 +296,10 @@ func (rt *Router[K]) Live() int {
 	return n
 }
 
-// Barrier takes and releases every shard (and stripe) lock in turn:
-// whoever held one when it was called has let go by its return, and
-// whoever takes one afterwards sees what the caller wrote before. (Close
-// writes closed, then waits here: a plain task is accepted under its
-// shard's lock after reading closed there.)
+// Barrier takes and releases every shard and stripe lock in turn: whoever
+// held one has let go by its return, and whoever takes one afterwards sees
+// what the caller wrote before (Close writes closed, then waits here: a
+// plain task is accepted under its shard's lock after reading closed).
 func (rt *Router[K]) Barrier() {
 	for i := range rt.stripes {
 		rt.stripes[i].home.Lock()
@@ -331,9 +313,8 @@ func (rt *Router[K]) Barrier() {
 	}
 }
 
-// Each calls f with every live mailbox and a key that maps to it (for a
-// stripe, the key that last used it), one shard or stripe lock held at a
-// time. f runs locked and must not call back into the router.
+// Each calls f, locked, with every live mailbox and a key mapping to it (a
+// stripe's last), one lock at a time; f must not call back into the router.
 func (rt *Router[K]) Each(f func(key K, m *mailbox.Mailbox)) {
 	for i := range rt.stripes {
 		s := &rt.stripes[i]

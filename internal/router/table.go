@@ -2,25 +2,19 @@ package router
 
 import "hash/maphash"
 
-// table is a shard's index of its filed nodes, guarded by the shard's
-// lock: open addressing with linear probing on the hash the router
-// computed to pick the shard. Unlike a map[K]*node[K] it takes 9 bytes a
-// slot (a tag byte and a node pointer, where a Go map's slot also holds
-// the key: 25 bytes with a string key), hashes no key twice, compares keys
-// only where the tag matches, and shrinks (BenchmarkBytesPerWaitingKey).
+// table is a shard's index of its filed nodes, guarded by the shard's lock:
+// open addressing, linear probing on the hash that picked the shard. Unlike
+// a map[K]*node[K] it takes 9 bytes a slot (a tag byte, a node pointer: no
+// key), hashes no key twice, compares keys only where the tag matches, and
+// shrinks (BenchmarkBytesPerWaitingKey). A removed entry leaves a tombstone
+// for the probes through it, until a rebuild: when entries and tombstones
+// fill 7/8, or entries fall to 1/8 of a table larger than minTable.
 //
-// A removed entry leaves a tombstone, so probes through it still reach
-// what lies behind. Tombstones go when the table is rebuilt: when entries
-// and tombstones fill 7/8 of it, and when entries fall to 1/8 of a table
-// larger than minTable.
-//
-// A rebuild is incremental, as a Go map's growth: the old slots stay
-// beside the new (old), and each insert and remove moves the entries of
-// the next moveStep old slots; a lookup that misses the new slots asks the
-// old. So no call pays for the whole table under the shard lock (moving a
-// 100,000-key shard at once takes 5–20 ms on a 2-core VM, a pause for all
-// its keys: BenchmarkTableRebuild). The new slots are sized so the move
-// ends before they fill (see rebuild); if not, insert finishes it first.
+// A rebuild is incremental, as a Go map's growth: the old slots stay beside
+// the new (old), each insert and remove moves the next moveStep of them, and
+// a lookup that misses the new slots asks the old, so no call pays for the
+// whole table under the shard lock (BenchmarkTableRebuild). The move ends
+// before the new slots fill (see rebuild); if not, insert finishes it first.
 type table[K comparable] struct {
 	seed  maphash.Seed // the router's: a key's hash is maphash.Comparable(seed, key)
 	tags  []uint8      // per slot: empty, tomb, or the entry's tag (see tagOf)
@@ -30,9 +24,8 @@ type table[K comparable] struct {
 	old   *oldTable[K] // the slots a rebuild is moving entries out of, or nil
 }
 
-// oldTable is a table's slots before its rebuild, whose entries of
-// tags[next:] are still to move. Nothing is added to it; removing one of
-// its entries leaves a tombstone.
+// oldTable is a table's slots before its rebuild; entries of tags[next:] are
+// still to move. Nothing is added; a removed entry leaves a tombstone.
 type oldTable[K comparable] struct {
 	tags  []uint8
 	nodes []*node[K]
@@ -51,10 +44,9 @@ const (
 	minTable = 8
 )
 
-// tagOf is the tag stored for hash h: its top byte, moved off the two
-// values that mark free slots. The slot index comes from other bits (see
-// home) and the shard from the lowest. The router computes h once per
-// lookup; the table needs it again only to remove or rebuild.
+// tagOf is the tag stored for hash h: its top byte, moved off the two values
+// that mark free slots (the slot comes from other bits: see home). The table
+// hashes a key again only to remove or rebuild.
 func tagOf(h uint64) uint8 {
 	t := uint8(h >> 56)
 	if t <= tomb {
@@ -63,18 +55,15 @@ func tagOf(h uint64) uint8 {
 	return t
 }
 
-// home is the slot where h's probe starts in t. The lowest bits pick the
-// router shard (16 per P: fewer than homeShift bits for up to a million
-// Ps), so they are the same for every hash of a shard and are skipped.
+// home is the slot where h's probe starts in t. It skips the low bits, which
+// pick the shard (16 per P: under homeShift bits up to a million Ps).
 func (t *table[K]) home(h uint64) int { return homeIn(h, len(t.tags)) }
 
-// homeIn is home in a table of size slots.
 func homeIn(h uint64, size int) int { return int(h>>homeShift) & (size - 1) }
 
 // homeShift is how many low bits of a hash home skips.
 const homeShift = 24
 
-// find returns the node filed under key, whose hash is h, or nil.
 func (t *table[K]) find(h uint64, key K) *node[K] {
 	if t.live == 0 {
 		return nil
@@ -90,8 +79,7 @@ func (t *table[K]) find(h uint64, key K) *node[K] {
 	return nil
 }
 
-// probe returns the slot of tags and nodes where key, whose hash is h, is
-// filed, or -1.
+// probe returns the slot of tags and nodes where key (hash h) is, or -1.
 func probe[K comparable](tags []uint8, nodes []*node[K], h uint64, key K) int {
 	tag, mask := tagOf(h), len(tags)-1
 	if mask < 0 {
@@ -152,8 +140,7 @@ func (t *table[K]) remove(n *node[K]) {
 	}
 }
 
-// take takes n out of the old slots if it is there, leaving a tombstone,
-// and reports whether it was.
+// take takes n out of the old slots, leaving a tombstone; false if absent.
 func (o *oldTable[K]) take(h uint64, n *node[K]) bool {
 	i := probe(o.tags, o.nodes, h, n.key)
 	if i < 0 {
@@ -188,12 +175,10 @@ func (t *table[K]) take(h uint64, n *node[K]) {
 }
 
 // rebuild starts moving every entry into size fresh slots (a power of two,
-// at least twice the entries), dropping tombstones: the current slots
-// become old, moved moveStep at a time by the next inserts and removes
-// (see table). A grown table's new slots start at most half full, and its
-// old ones (at most 7/8 full, half as many) are all moved before inserts
-// could fill the new to 7/8; a shrunk table's new slots take four times
-// its entries. A rebuild under way is finished first.
+// at least twice the entries), dropping tombstones; the current slots become
+// old (see table). A grown table's new slots start at most half full, and
+// its old ones (at most 7/8 full, half as many) are all moved before inserts
+// could fill the new to 7/8; a shrunk table's take four times its entries.
 func (t *table[K]) rebuild(size int) {
 	t.finish()
 	t.old = &oldTable[K]{tags: t.tags, nodes: t.nodes, live: t.live}
@@ -201,15 +186,13 @@ func (t *table[K]) rebuild(size int) {
 	t.move()
 }
 
-// move moves the entries of the next moveStep old slots, if a rebuild is
-// under way, and ends it once they are all moved.
+// move moves the next moveStep old slots' entries, ending a rebuild when done.
 func (t *table[K]) move() {
 	if o := t.old; o != nil {
 		t.moveTo(min(len(o.tags), o.next+moveStep))
 	}
 }
 
-// finish moves every entry left in the old slots, if a rebuild is under way.
 func (t *table[K]) finish() {
 	if o := t.old; o != nil {
 		t.moveTo(len(o.tags))
@@ -233,7 +216,6 @@ func (t *table[K]) moveTo(end int) {
 	}
 }
 
-// each calls f for every entry.
 func (t *table[K]) each(f func(n *node[K])) {
 	for i, g := range t.tags {
 		if g > tomb {
