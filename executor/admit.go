@@ -22,9 +22,7 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	return ctx.Err()
 }
 
-// reserve is reserveTurn for a caller on an executor without a global
-// cap (leanSlot): nobody waits in the room there, so it is never let in
-// from it and has no turn to hand on.
+// reserve is reserveTurn for leanSlot (no global cap: no turn to hand on).
 func (e *Executor[K]) reserve(ctx context.Context, key K) error {
 	handed, err := e.reserveTurn(ctx, key, false, nil)
 	if handed != nil {
@@ -33,15 +31,11 @@ func (e *Executor[K]) reserve(ctx context.Context, key K) error {
 	return err
 }
 
-// reserveTurn counts a submission against the global cap and against
-// Close: either it sees closed, or Close sees it pending (both sides write,
-// then read the other's word). At the cap the policy decides: reject, or
-// wait in the executor's FIFO waiting room; one let in from it is in
-// transit (handed: see room) until it ends that with room.handOn. Before the cap refuses anyone or makes
-// anyone wait, tasks whose ctx has ended are dropped from every queue
-// (sweepAll), once. A waiting submission is on key, or on several (many:
-// a DoMany); own is its ctx if it is asynchronous, else nil (see
-// watchGlobal).
+// reserveTurn counts a submission against the global cap and Close (each
+// writes, then reads the other's word: it sees closed, or Close sees it).
+// At the cap, once ended tasks are swept (sweepAll), the policy rejects it
+// or parks it in the executor's FIFO room, from which it is in transit
+// (handed: see room) until room.handOn. own: its ctx if asynchronous.
 func (e *Executor[K]) reserveTurn(ctx context.Context, key K, many bool, own context.Context) (handed *roomWaiter, err error) {
 	n := e.pending.Add(1)
 	if e.closed.Load() {
@@ -61,10 +55,8 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, many bool, own con
 			}
 			e.unreserve()
 		}
-		// A nested call may not wait for room (see below), but if there is room
-		// and the only one ahead is a waiter let in that has not taken its
-		// place yet, it waits for that one: it is on its way, and needs nothing
-		// of the caller.
+		// A nested call may not wait for room (below), but with room free it
+		// waits for a waiter let in, which needs nothing of the caller.
 		if !nested || n > int64(limit) {
 			break
 		}
@@ -88,27 +80,20 @@ func (e *Executor[K]) reserveTurn(ctx context.Context, key K, many bool, own con
 	if v == backpressure.Wait && !nested {
 		return e.parkGlobal(ctx, key, many, own)
 	}
-	// A nested call is refused rather than made to wait: its own task (and
-	// any it is nested in, and the tasks queued behind them) hold room that
-	// is given back only once it returns. With every reservation held so,
-	// it would wait forever.
+	// A nested call is refused, not parked: it might wait for room its task holds.
 	return nil, e.reject(&backpressure.BusyError{Scope: backpressure.ScopeGlobal, Pending: int(n - 1), Limit: limit})
 }
 
 // park waits, after the mailbox parked j, until j is admitted, ctx ends or
 // the executor closes (then j leaves the room, never accepted). A nested
-// call (outer is its task) lends the task's slot meanwhile, as the tasks it
-// waits for may need it; admitted with it lent, park reports lent and
-// leaves it lent (see enter), else it takes it back before returning. A
-// wait that lasts watchAfter watches the ctxs of what holds the room from
-// then on (see watch.go).
+// call lends its task's slot meanwhile, left lent if admitted (see enter):
+// the tasks it waits for may need it. After watchAfter it watches (watch.go).
 func (e *Executor[K]) park(ctx context.Context, j *job[K], m *mailbox.Mailbox, outer *taskCtx[K]) (lent bool, err error) {
 	late := lateWatch[K]{e: e, key: j.ctx.key, own: j.watched()}
 	defer late.stop()
 	var b *blocker[K]
 	if outer != nil {
-		// A nested call waiting for room waits for the key's queue to
-		// move: it takes part in deadlock detection like a queued one.
+		// Waiting for the key's queue, it joins deadlock detection.
 		if b, err = e.block(ctx, waitee[K]{t: &j.turn}); err != nil {
 			if m.Unpark(j.turn.Entry()) {
 				e.unreserve()
@@ -141,9 +126,8 @@ wait:
 		return lent, nil
 	}
 	e.unreserve()
-	// The outcome is what sent the call away, decided now: taking the slot
-	// back may wait, and a giving-up Close may end ctx meanwhile. The
-	// Observer hears of a refusal once the slot is back.
+	// Decided before taking the slot back, which may wait while a giving-up
+	// Close ends ctx; the Observer hears of a refusal once it is back.
 	err = ctx.Err()
 	outer.unlend(e.runner, lent)
 	if err == nil {
@@ -152,10 +136,8 @@ wait:
 	return false, err
 }
 
-// pause sleeps d unless ctx ends or the executor closes first; it reports
-// ErrClosed whenever Close has begun, even if its timer fired at the same
-// time (as for a call in a waiting room, once Close has begun none enters).
-// A nested call (outer is its task) lends the task's slot meanwhile.
+// pause sleeps d, lending a nested call's slot, unless ctx ends or Close
+// begins: from then on it reports ErrClosed, as a waiting room would.
 func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx[K]) error {
 	lent := outer.lend(e.runner)
 	defer outer.unlend(e.runner, lent)
@@ -174,14 +156,11 @@ func (e *Executor[K]) pause(ctx context.Context, d time.Duration, outer *taskCtx
 	}
 }
 
-// asksKey reports whether a submission's key is put to the Policy (askKey):
-// only under a per-key cap, or for a policy that reads queue age.
+// asksKey reports whether askKey asks: a per-key cap, or a policy reading age.
 func (e *Executor[K]) asksKey() bool { return e.cfg.maxPerKey != 0 || e.needsAge }
 
-// askKeyHeld is askKey for a submission that holds m's lock and, if
-// reserved, a reservation (admitPlain takes none first). If the Policy
-// calls runtime.Goexit, it gives both back as the goroutine exits: the
-// submission was never accepted, and nothing is left held.
+// askKeyHeld is askKey for a submission holding m's lock and, if reserved,
+// a reservation, both given back if the Policy calls runtime.Goexit.
 func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K, reserved bool) (backpressure.Verdict, error) {
 	if !e.asksKey() {
 		return backpressure.Admit, nil
@@ -200,15 +179,14 @@ func (e *Executor[K]) askKeyHeld(m *mailbox.Mailbox, key K, reserved bool) (back
 	return v, err
 }
 
-// askKey asks the policy about one key, with m locked. A Wait verdict is
-// honoured only at the key's cap (there is nothing else to wait for), and
-// Admit only below it.
+// askKey asks the policy about key, m locked. Wait is honoured only at the
+// key's cap (there is nothing else to wait for), Admit only below it.
 func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, error) {
 	if !e.asksKey() {
 		return backpressure.Admit, nil
 	}
 	limit := e.cfg.maxPerKey
-	// The global cap was settled by reserve; this load is about the key.
+	// The global cap was settled by reserve.
 	load := backpressure.Load{
 		Pending: m.Pending() + m.Parked(), // parked ones are ahead: no barging
 		Limit:   limit,
@@ -242,10 +220,8 @@ func (e *Executor[K]) keyBusy(m *mailbox.Mailbox, key K) *backpressure.BusyError
 		Pending: m.Pending() + m.Parked(), Limit: e.cfg.maxPerKey, Retry: m.ServiceTime()}
 }
 
-// cancel withdraws a queued task whose ctx ended; false if it already
-// started. The task settles (its waiter wakes, its reservation is given
-// back) after the callbacks have heard of it, even if one calls
-// runtime.Goexit.
+// cancel withdraws a queued task whose ctx ended; false if it started. It
+// settles after the callbacks heard of it, even if one calls Goexit.
 func (e *Executor[K]) cancel(j *job[K], err error) bool {
 	if !j.turn.Cancel() {
 		return false
@@ -257,41 +233,27 @@ func (e *Executor[K]) cancel(j *job[K], err error) bool {
 
 // Lazy cancellation.
 //
-// Nothing watches a queued task's ctx: a watch costs a registration per
-// task (context.AfterFunc: about 1 µs and 500 B, and on the one ctx a
-// consumer loop or a server passes to every task, a mutex that every
-// producer and worker meets). The end of a queued task's ctx is noticed
-// where it matters instead:
+// Nothing watches a queued task's ctx: that costs a registration per task
+// and, on a ctx all tasks share, a mutex every producer and worker meets
+// (ARCHITECTURE.md, "Cancellation"). Its end is noticed where it matters:
 //
-//   - at the head of its key's queue, as it would start (job.Run, and a
-//     Batcher's run): it never runs, and the key's next task goes on;
-//   - by a caller waiting for it: Do watches its own ctx, Task.Wait the
-//     task's as well, and each withdraws its own task alone, in O(1) (a
-//     turn's entry, a plain Submit's mailbox.Place);
-//   - at a cap: before a per-key or the global cap refuses a submission or
-//     makes it wait, tasks whose ctx has ended are dropped (sweep; a large
-//     scope at most once per capSweepEvery, see below); and once a
-//     submission has waited for room for roomWatchAfter, the ctxs of the
-//     tasks holding it are watched, so their end lets it in (watch.go).
+//   - at the head of its key's queue (job.Run, a Batcher's run): the task
+//     never runs, and the key's next task goes on;
+//   - by a caller waiting for it (Do, Task.Wait), which withdraws it in O(1);
+//   - at a cap, which drops ended tasks (sweep) before refusing or parking
+//     anyone, and by a submission waiting roomWatchAfter for room (watch.go).
 //
-// A sweep at a cap walks every task of its scope (a key's queue, or every
-// queue for the executor's cap) and asks each asynchronous one's ctx Err.
-// A full cap stays full while its tasks wait: every submission that comes
-// meets it, and with a walk each, a refusal cost O(pending), not O(1), and
-// held the scope's shard locks for the walk (0.23 ms at
-// WithMaxPending(10,000) with a ctx per task, 0.16 µs since: see
-// BenchmarkRefusalAtCap). So a scope holding more than capSweepSmall tasks
-// is swept at most once per capSweepEvery (capSweep, sweepAll, sweepDue):
-// a ctx that ended since the last sweep may cause a refusal, or a wait, for
-// at most that long, as a wait's watch may (watch.go). A smaller scope is
-// swept at every refusal: its walk costs what a few allocations do.
+// A full cap stays full while its tasks wait, so a walk per refusal would
+// make each cost O(pending) under shard locks (BENCHMARKS.md, "Refusals at
+// a cap"): a scope holding over capSweepSmall tasks is swept at most once
+// per capSweepEvery (sweepDue), and a ctx that ended since may cause a
+// refusal, or a wait, for that long, as a wait's watch may.
 const (
 	capSweepSmall = 256
 	capSweepEvery = time.Millisecond
 )
 
-// capSweep is sweep for a submission at m's cap (m locked), limited as
-// above; the time of m's last large sweep is kept in its plain core.
+// capSweep is sweep for a submission at m's cap (m locked), limited as above.
 func (e *Executor[K]) capSweep(m *mailbox.Mailbox) bool {
 	if m.Pending() > capSweepSmall && !e.sweepDue(&e.plainCore(m).sweptAt) {
 		return false
@@ -299,9 +261,8 @@ func (e *Executor[K]) capSweep(m *mailbox.Mailbox) bool {
 	return e.sweep(m)
 }
 
-// sweepDue reports whether a large scope whose last sweep at its cap was at
-// *last (a monotime; 0: never) may be swept now, and if so records now:
-// once per sweepEvery, by one of concurrent callers.
+// sweepDue reports whether a large scope last swept at *last (monotime; 0:
+// never) may be swept now; if so, one of concurrent callers records now.
 func (e *Executor[K]) sweepDue(last *atomic.Int64) bool {
 	if e.sweepEvery <= 0 {
 		return true
@@ -310,10 +271,9 @@ func (e *Executor[K]) sweepDue(last *atomic.Int64) bool {
 	return (at == 0 || now-at >= int64(e.sweepEvery)) && last.CompareAndSwap(at, now)
 }
 
-// sweep drops m's (locked) tasks that have not started and whose ctx has
-// ended, those a running batch has taken included. If none, it reports
-// false with m still locked; else it unlocks m (which may retire: look the
-// key up again), ends them as canceled and reports true.
+// sweep drops m's (locked) unstarted tasks whose ctx ended, a running
+// batch's included; if any, it unlocks m (which may retire: look the key
+// up again), ends them and reports true, else m stays locked.
 func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
 	ended := e.ended(m, nil)
 	taken := e.takePlain(m, ctxEnded[K], nil)
@@ -325,8 +285,7 @@ func (e *Executor[K]) sweep(m *mailbox.Mailbox) bool {
 	return true
 }
 
-// endSwept ends what a sweep found, unlocked: jobs, then plain tasks, each
-// even if a callback calls runtime.Goexit while an earlier one ends.
+// endSwept ends what a sweep found, unlocked, each even on a Goexit.
 func (e *Executor[K]) endSwept(ended []*job[K], taken []takenPlain) {
 	forEach(0, 2, func(kind int) {
 		if kind == 0 {
@@ -337,9 +296,7 @@ func (e *Executor[K]) endSwept(ended []*job[K], taken []takenPlain) {
 	})
 }
 
-// sweepReserved runs a sweep for a submission that holds a reservation:
-// if a callback calls runtime.Goexit as a swept task ends, the reservation
-// is given back as the goroutine exits, and nothing is left held.
+// sweepReserved runs sweep, giving back the caller's reservation on a Goexit.
 func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
 	returned := false
 	defer func() {
@@ -352,16 +309,10 @@ func (e *Executor[K]) sweepReserved(sweep func() bool) (swept bool) {
 	return swept
 }
 
-// sweepAll is sweep over every live mailbox, one shard lock at a time, for
-// the global cap. It walks only if an asynchronous task whose ctx can end
-// may be queued (Executor.cancelable): with only context.Background() and
-// synchronous callers, a submission at the cap takes no shard lock here.
-//
-// The flag is cleared before the walk and set again if the walk leaves
-// such a task queued, or parked at its key's cap (it is let in later
-// without admit). A submission that sets it (admit, with its key's mailbox
-// locked) either does so after this clear, or is queued or parked before
-// the walk takes its shard's lock, and the walk finds it.
+// sweepAll is sweep over every mailbox, a shard lock at a time, for the
+// global cap, while a task whose ctx can end may be queued (cancelable:
+// cleared before the walk, set again if it leaves one). admit sets it under
+// the key's lock: after the clear, or the walk, locking later, finds it.
 func (e *Executor[K]) sweepAll() bool {
 	if !e.cancelable.Load() {
 		return false
@@ -389,8 +340,7 @@ func (e *Executor[K]) sweepAll() bool {
 	return len(ended) > 0 || len(taken) > 0
 }
 
-// sweepKeys is capSweep over the mailboxes of keys, for a DoMany refused
-// at a key's cap.
+// sweepKeys is capSweep over keys' mailboxes, for a DoMany at a key's cap.
 func (e *Executor[K]) sweepKeys(keys []K) bool {
 	swept := false
 	for _, k := range keys {
@@ -404,12 +354,8 @@ func (e *Executor[K]) sweepKeys(keys []K) bool {
 	return swept
 }
 
-// ended appends to out m's (locked) asynchronous jobs that have not
-// started and whose submitter's ctx has ended. Synchronous ones (Do,
-// DoShared, DoMany, Batcher.Do) are left to their callers, who withdraw
-// them as their ctx ends; one may be recycled as soon as its caller has
-// seen it end, so a sweep could not cancel it safely once the lock is
-// released. An asynchronous job is never recycled.
+// ended appends m's (locked) unstarted asynchronous jobs whose ctx ended; a
+// synchronous one may be recycled once unlocked, so its caller withdraws it.
 func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	m.EachWaiting(func(t *mailbox.Turn) {
 		if s := t.State(); s != mailbox.Queued && s != mailbox.Granted {
@@ -422,9 +368,8 @@ func (e *Executor[K]) ended(m *mailbox.Mailbox, out []*job[K]) []*job[K] {
 	return out
 }
 
-// cancelEnded ends the swept jobs, unlocked, each even if a callback calls
-// runtime.Goexit while an earlier one ends (forEach); cancel skips a job
-// listed twice (a multi-key task) or started meanwhile.
+// cancelEnded ends the swept jobs, unlocked, each even if a callback exits
+// (forEach); cancel skips one listed twice (multi-key) or started since.
 func (e *Executor[K]) cancelEnded(jobs []*job[K]) {
 	forEach(0, len(jobs), func(i int) { e.cancel(jobs[i], sweptErr(jobs[i].ctx.caller())) })
 }

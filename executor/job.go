@@ -12,18 +12,11 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// job is what the mailboxes schedule for one task: fn, the context it runs
-// with, and how its end is reported. It is the task's mailbox.Work (a
-// Batcher's message wraps it).
-//
-// A synchronous call's job (Do, DoShared) goes back to the pool once
-// nothing can refer to it (see recycle), so the call allocates only the
-// taskCtx fn receives, which fn may keep; a Do that runs at once takes no
-// job (doPlain). An asynchronous task's job (a Batcher message's, a
-// parkedPlain's) is left to the GC: recycling it too was measured, and
-// lost (see BENCHMARKS.md), as the producer that takes a recycled job
-// writes cache lines that the worker on the other core wrote last, which
-// costs more than a fresh allocation.
+// job is a task's mailbox.Work (a Batcher's message wraps it): fn, its
+// context, and how its end is reported. A synchronous call's job is pooled
+// once nothing can refer to it (recycle), so the call allocates only fn's
+// taskCtx; an asynchronous one is left to the GC: reusing it would write
+// cache lines another core's worker wrote last, dearer than allocating.
 type job[K comparable] struct {
 	turn mailbox.Turn
 	core[K]
@@ -31,10 +24,8 @@ type job[K comparable] struct {
 	ctx *taskCtx[K] // what fn receives; per call, never recycled
 	err error       // written before the job settles, read after
 
-	// done receives one value when a parked job is admitted to its queue
-	// (see park) and one when a synchronous job settles. It has capacity 1
-	// and every value is received before the next is sent, so a pooled
-	// job keeps its channel.
+	// done (capacity 1, kept when pooled) gets a value as a parked job is
+	// admitted and as a synchronous job settles, each received before the next.
 	done chan struct{}
 }
 
@@ -44,30 +35,23 @@ type core[K comparable] struct {
 	e     *Executor[K] // set when the core is made, never changed
 	multi *[]K         // a multi-key task's keys, deduplicated
 
-	// in is set only in the mark of a task context's child (innerCtx),
-	// which the context's state then points to: a job's or a mailbox's
-	// core never has one.
+	// in is set only in the mark of a task context's child (innerCtx).
 	in *innerCtx[K]
 
-	// counts: a plain core's, its shard's started and completed counts
-	// (see plainCoreOf); nil in a job's, whose tasks count in the
-	// executor's (ledger.counts).
+	// counts: a plain core's shard's (plainCoreOf); nil in a job's.
 	counts *taskCounts
 
-	// bits: lentBit while a nested call borrows this running task's
-	// execution slot (only the call that sets it owns the slot).
+	// bits: lentBit while a nested call borrows (and owns) the task's slot.
 	bits atomic.Uint32
 
-	// Facts about a job's call, set before it is queued (a plain core's
-	// are all false). They sit here, in what would be padding.
+	// Set before a job is queued (false in a plain core); they fill padding.
 	async bool // a Batcher message, or a Go or Submit waiting for room: Settle ends the task, nobody waits on done
 	own   bool // part of a larger object (a Batcher's message): never pooled
 }
 
 const lentBit uint32 = 1
 
-// work is what a task's mailbox.Work is: its job, or a Batcher's message
-// around it.
+// work is a task's mailbox.Work: its job, or a Batcher's message around it.
 type work[K comparable] interface {
 	mailbox.Work
 	base() *job[K]
@@ -78,9 +62,8 @@ func (j *job[K]) base() *job[K] { return j }
 // jobOf returns the job of a task the executor queued.
 func jobOf[K comparable](t *mailbox.Turn) *job[K] { return t.Work().(work[K]).base() }
 
-// Promote lets a parked job in (mailbox.Work), locked, unless the executor
-// is closed: then the parked submitter leaves with ErrClosed, and no work
-// is accepted after Close.
+// Promote lets a parked job in (mailbox.Work), locked, unless closed: then
+// its submitter leaves with ErrClosed, as nothing is accepted after Close.
 func (j *job[K]) Promote() bool {
 	e := j.e
 	if e.closed.Load() {
@@ -97,14 +80,11 @@ var epoch = time.Now()
 // monotime is the monotonic time since epoch, in nanoseconds.
 func monotime() int64 { return int64(time.Since(epoch)) }
 
-// since is the time elapsed since monotime t.
 func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 
-// Run executes fn (mailbox.Work); a task whose ctx ended, or that a
-// giving-up Close abandoned, is not run and counts as canceled. A panic
-// becomes a *PanicError, and a runtime.Goexit is accounted for (ErrGoexit)
-// before the goroutine goes on exiting, so the mailbox's deferred checks
-// find the task ended and hand the key on.
+// Run executes fn (mailbox.Work) unless its ctx ended or a giving-up Close
+// abandoned it (then it counts as canceled). A Goexit is accounted for
+// (ErrGoexit) as the goroutine exits, so the mailbox hands the key on.
 func (j *job[K]) Run() {
 	e := j.e
 	c := j.ctx
@@ -120,20 +100,17 @@ func (j *job[K]) Run() {
 	j.ran(err, outcome, start)
 }
 
-// tellStarted tells the Observer how long a task accepted at stamp waited,
-// setting start first: one clock read serves the wait and the run.
+// tellStarted tells the Observer a task's wait; start takes the same clock read.
 func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
 	*start = time.Now()
 	e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
 }
 
 // invoke starts a task accepted at stamp (counts it in n, tells the
-// Observer, sets start if there is one) and runs its fn with c, turning a
-// panic into a *PanicError logged with the key (multi, or c.key). If the
-// goroutine exits instead (runtime.Goexit in fn, in TaskStarted, or in the
-// logger reporting fn's panic: neither a return nor a panic, told apart as
-// singleflight does), the deferred check ends the task with exited, which
-// accounts for it as ErrGoexit; invoke never returns.
+// Observer, sets start if there is one) and runs fn with c, making a panic
+// a *PanicError logged with the key. If the goroutine exits instead
+// (runtime.Goexit in fn, TaskStarted or the logger: neither a return nor a
+// panic, told apart as singleflight does), exited ends it as ErrGoexit.
 func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(context.Context) error, stamp int64,
 	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
 	c.job().fresh()
@@ -142,8 +119,7 @@ func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(c
 		if returned {
 			return
 		}
-		// Since Go 1.21 panic(nil) is a *runtime.PanicNilError: no
-		// recovered value is nil.
+		// nil: a Goexit. Since Go 1.21 panic(nil) is a *runtime.PanicNilError.
 		v := recover()
 		if v == nil {
 			exited(start)
@@ -170,18 +146,16 @@ func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(c
 	return outcome, start, err
 }
 
-// recovered makes a *PanicError of a panic recovered from fn (called in the
-// deferred function that recovered it, so the stack is the panic's) and
-// logs it at error level with fields naming the key: it is never silent.
+// recovered makes a *PanicError of a panic recovered from fn, in the
+// deferred call (so the stack is the panic's), and logs it: never silent.
 func (e *Executor[K]) recovered(v any, fields ...zap.Field) *PanicError {
 	pe := &PanicError{Value: v, Stack: debug.Stack()}
 	e.log.Error("task panicked", append(fields, zap.Any("panic", v), zap.ByteString("stack", pe.Stack))...)
 	return pe
 }
 
-// watched is the ctx a waiting room watches for j once it is ahead of
-// others (see watch.go): its caller's if j is asynchronous; a synchronous
-// job's caller withdraws it itself.
+// watched is the ctx a waiting room watches for j (watch.go): its caller's
+// if j is asynchronous; a synchronous job's caller withdraws it itself.
 func (j *job[K]) watched() context.Context {
 	if j.async {
 		return j.ctx.caller()
@@ -196,10 +170,8 @@ func (j *job[K]) ran(err error, outcome Outcome, start time.Time) {
 	j.e.finished(j.ctx, &j.e.counts, j.multi, false, err, outcome, start)
 }
 
-// finished accounts for a task (context c, keys multi if several) whose fn
-// ended with err, then reports it; if unread, a failure goes to the error
-// handler. The task is accounted for before any callback hears of it, so
-// one that calls runtime.Goexit cannot leave it unaccounted.
+// finished accounts for a task (keys multi if several) whose fn ended with
+// err, then reports it: a callback that calls Goexit leaves it accounted.
 func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	c.end()
 	n.completed.Add(1)
@@ -211,10 +183,8 @@ func (e *Executor[K]) finished(c *taskCtx[K], n *taskCounts, multi *[]K, unread 
 	}
 }
 
-// report tells the Observer, and for a failure nobody reads (unread) the
-// error handler, of an ended task. The handler's call is deferred, so an
-// Observer that calls runtime.Goexit in TaskFinished cannot keep the
-// failure from it.
+// report tells the Observer, and for an unread failure the error handler,
+// deferred so that an Observer exiting in TaskFinished cannot skip it.
 func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, outcome Outcome, start time.Time) {
 	if unread && err != nil {
 		defer e.unread(keyField(c, multi), keyAny(c, multi), err, true)
@@ -224,8 +194,7 @@ func (e *Executor[K]) report(c *taskCtx[K], multi *[]K, unread bool, err error, 
 	}
 }
 
-// keyAny is the key of a task with context c, or its keys (multi), for
-// the error handler; keyField names them in a log entry.
+// keyAny is a task's key, or its keys (multi), for the error handler.
 func keyAny[K comparable](c *taskCtx[K], multi *[]K) any {
 	if multi != nil {
 		return *multi
@@ -241,9 +210,8 @@ func keyField[K comparable](c *taskCtx[K], multi *[]K) zap.Field {
 }
 
 // Settle ends a task once no mailbox refers to it (mailbox.Work): it gives
-// back the reservation and wakes the caller (Do); an asynchronous job has
-// nothing more to do (a submission's Settle then ends its Task). A
-// synchronous job is not touched after that: its woken caller recycles it.
+// back the reservation and wakes a synchronous job's caller, which recycles
+// j, so j is not touched after. (A submission's own Settle ends its Task.)
 func (j *job[K]) Settle() {
 	j.release()
 	if !j.async {
@@ -251,9 +219,8 @@ func (j *job[K]) Settle() {
 	}
 }
 
-// release gives back a settling task's reservation. A task that ran in a
-// batch leaves it to the batch's end, if the executor has no global cap
-// (see settled): the task still ends at once.
+// release gives back a settling task's reservation; without a global cap a
+// task that ran in a batch (still ending at once) leaves it to settled.
 func (j *job[K]) release() {
 	e := j.e
 	if !e.batchRelease || !j.turn.Batched() {
@@ -266,8 +233,7 @@ var (
 	_ work[int] = (*submission[int])(nil)
 )
 
-// syncJob takes a job from the pool for a synchronous call of fn with ctx
-// on key (or on keys, if not nil), with a fresh context.
+// syncJob takes a pooled job for a synchronous call of fn on key (or keys).
 func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) error, key K, keys *[]K) *job[K] {
 	j := e.jobs.Get().(*job[K])
 	c := newTaskCtx[K](ctx)
@@ -276,33 +242,27 @@ func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) erro
 	return e.bind(j, fn, c)
 }
 
-// bind makes j a call of fn, run with the task context c, whose caller's
-// ctx is set. Nothing else can see c yet.
+// bind makes j a call of fn with c (its parent set, unseen by others yet).
 func (e *Executor[K]) bind(j *job[K], fn func(context.Context) error, c *taskCtx[K]) *job[K] {
 	c.st = unsafe.Pointer(&j.core)
 	j.fn, j.ctx = fn, c
 	return j
 }
 
-// recycle puts a settled synchronous job back in the pool unless something
-// may still refer to it: a canceled job may still be in a drive loop's
-// batch (the mailbox's readers look at it there); a giving-up Close
-// cancels jobs it listed earlier; in striped mode HotKeys names a stripe
-// after the next task of a running batch (nameOf).
+// recycle pools a settled synchronous job unless something may still refer
+// to it: a running batch's slots, where it stays if canceled or batched,
+// read by a giving-up Close or a sweep; a giving-up Close, which cancels
+// jobs it listed earlier; HotKeys when striped (nameOf); a deadlock check,
+// for a multi-key job (closesCycle).
 func (e *Executor[K]) recycle(j *job[K]) {
-	// A multi-key job may be held by a deadlock check that met it in a queue
-	// (closesCycle). A job that ran in a batch stays in the batch's slots,
-	// which a giving-up Close or a sweep (Mailbox.EachWaiting) reads while
-	// the loop runs: reused, it would be queued again under them.
 	if j.turn.State() != mailbox.Done || j.turn.Batched() || e.closed.Load() || e.router.Striped() || j.multi != nil || j.own {
 		return
 	}
 	e.reuse(j)
 }
 
-// reuse puts a synchronous job nothing refers to back in the pool. It drops
-// what the caller gave; everything else is set again before it is read (see
-// syncJob, Turn.Init and Run, which always writes err).
+// reuse pools a synchronous job nothing refers to, dropping what the caller
+// gave; the rest is set again before it is read (syncJob, Turn.Init, Run).
 func (e *Executor[K]) reuse(j *job[K]) {
 	j.fn, j.ctx, j.multi, j.err = nil, nil, nil, nil
 	e.jobs.Put(j)

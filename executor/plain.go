@@ -10,21 +10,11 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// Plain tasks.
-//
-// Every Go and Submit, whatever its ctx and in striped mode too, is queued
-// as a plain slot of its key's mailbox (see mailbox.Plain), which the
-// mailbox reuses, not as a job with a queue node: nothing needs its Turn.
-// A Submit allocates one object, its ctx and Task (plainSub). A Go queues
-// fn and its caller's ctx alone (nothing for context.Background()), and
-// its ctx is made as it runs, by the goroutine that runs it, carved from a
-// block (goCtx): a waiting Go costs a slot (8 bytes, or 24 with a ctx), no
-// allocation of its own, and its ctx is written on the core that reads it.
-//
-// A plain task whose ctx ends while it waits is noticed lazily (see "Lazy
-// cancellation" in admit.go): a sweep takes it out of the ring, even from
-// a running batch (mailbox.TakePlain), and ends it (endTaken). At a key's
-// cap under a waiting policy it parks with a Turn of its own (waitPlain).
+// Plain tasks: every Go and Submit is queued as a plain slot of its key's
+// mailbox (mailbox.Plain), not as a job, and parks with a Turn only at a
+// key's cap (waitPlain). A Submit allocates one plainSub, a waiting Go
+// nothing: its ctx is carved as it runs, on the core that reads it (goCtx).
+// An ended ctx is noticed lazily ("Lazy cancellation" in admit.go).
 
 // goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
@@ -37,12 +27,9 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		c.key = key
 		return e.waitPlain(m, fn, c, c)
 	}
-	// fn's ctx is made as the task runs (goCtx), with the mailbox's key, only
-	// where that is the key submitted: without stripes (a stripe's mailbox is
-	// many keys') and where equal keys are identical (checkNone; +0.0 and
-	// -0.0 are equal, and so are interfaces holding them). The slot keeps
-	// the caller's ctx (nil for context.Background()), unless it is a task's
-	// own, which plainArg would take for the task's (a nested Go).
+	// goCtx gives fn's ctx the mailbox's key, which may not be key when
+	// striped or unless checkNone (+0.0 == -0.0): then make it now, as for a
+	// nested Go, whose task's ctx plainArg would take for this task's.
 	var arg any // nil, not a nil context.Context: see plainArg
 	if _, nested := ctx.(*taskCtx[K]); nested || e.keyCheck != checkNone || e.router.Striped() {
 		c := newTaskCtx[K](ctx)
@@ -59,10 +46,8 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 // the dynamic types first, so it never calls the == of a caller's ctx type.
 var background = context.Background()
 
-// plainArg decodes a plain task's slot arg (see mailbox.Plain): a Submit's
-// plainSub, or a Go's ctx, made as it was queued. A Go whose ctx is made as
-// it runs (goCtx) has none yet: its slot keeps its caller's ctx, or nil for
-// context.Background(), which plainCaller reads.
+// plainArg decodes a plain task's slot arg: a Submit's plainSub, or a Go's
+// ctx made as it was queued; nil for a Go whose ctx is made as it runs.
 func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 	switch a := arg.(type) {
 	case *plainSub[K]:
@@ -73,8 +58,7 @@ func plainArg[K comparable](arg any) (*taskCtx[K], *Task) {
 	return nil, nil
 }
 
-// plainCaller is the caller's ctx of the plain task queued with arg, nil
-// for a Go with context.Background() whose ctx is made as it runs.
+// plainCaller is the caller's ctx of a plain task (nil: Background).
 func plainCaller[K comparable](arg any) context.Context {
 	if c, _ := plainArg[K](arg); c != nil {
 		return c.caller()
@@ -83,11 +67,10 @@ func plainCaller[K comparable](arg any) context.Context {
 	return ctx
 }
 
-// doPlain is an exclusive Do without stripes from inside the task outer
-// (nil: outside any task) on a key it does not hold. If the key is idle and
-// a slot is free, fn runs on the caller's goroutine as a plain task: a hold
-// with no Turn (HoldPlain), its ctx reading the plain core, so the call
-// allocates only that ctx. Otherwise it waits as a job.
+// doPlain is an exclusive Do without stripes from inside task outer (nil:
+// none) on a key it does not hold. On an idle key with a free slot fn runs
+// on the caller's goroutine, holding m with no Turn (it allocates only its
+// ctx); else it waits as a job.
 func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Context) error, outer *taskCtx[K]) error {
 	var (
 		m        *mailbox.Mailbox
@@ -136,12 +119,10 @@ func (e *Executor[K]) doPlain(ctx context.Context, key K, fn func(context.Contex
 	return e.wait(ctx, j, outer, p == queuedLent)
 }
 
-// leanSlot is admit for a Do from outside any task when only Close needs a
-// reservation (leanDo); it returns key's mailbox locked. On an idle key it
-// takes a free slot (ownSlot) instead of a reservation: Close's drain waits
-// for slots too, and it reads closed after taking the slot, as reserve does
-// after counting, so it sees Close or Close sees its slot. Otherwise it
-// reserves (with no global cap, that asks nobody) and returns noSlot.
+// leanSlot is admit for a Do outside any task when only Close needs a
+// reservation (leanDo); it returns key's mailbox locked. On an idle key a
+// free slot (ownSlot) stands for it, as Close's drain waits for slots too,
+// and closed is read after taking one (as in reserveTurn); else it reserves.
 func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, slot, error) {
 	m := e.router.Acquire(key)
 	if m.CanHold(false) && e.runner.TryAcquire() {
@@ -160,11 +141,7 @@ func (e *Executor[K]) leanSlot(ctx context.Context, key K) (*mailbox.Mailbox, sl
 }
 
 // runHeld runs fn with context c on the caller's goroutine, which holds m
-// (HoldPlain) and the slot s, as job.Run runs an inline job. The hold, the
-// slot and the reservation are given back in a deferred call, so that a
-// runtime.Goexit (in fn or a callback) leaves nothing behind: the task is
-// accounted for by then (see invoke; if TaskAccepted exits, the task never
-// runs and counts as canceled).
+// (HoldPlain) and slot s, and gives them back as runInline does for a job.
 func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, stamp int64,
 	outer *taskCtx[K], s slot) (err error) {
 	defer func() {
@@ -188,12 +165,9 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	return err
 }
 
-// runLean is runHeld in one frame for the common case: a slot of its own,
-// no Observer and no ages, so only fn and the logger call back. It counts
-// the task submitted and started in one step (held: nothing else can start
-// it), once sure it starts. If fn panics or calls runtime.Goexit, leanEnded
-// ends the task; either way the hold, the slot and the reservation, if it
-// took one (reserved), are given back last.
+// runLean is runHeld in one frame for an own slot, no Observer and no ages.
+// It counts the task submitted and started at once (held: nothing else can
+// start it); leanEnded ends it if fn panics or exits; unholdLean runs last.
 func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context.Context) error, reserved bool) (err error) {
 	returned := false
 	defer func() {
@@ -222,10 +196,8 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	return err
 }
 
-// leanEnded accounts for a lean task whose fn panicked with v or, if v is
-// nil, called runtime.Goexit. For a panic it returns the *PanicError, once
-// logged; the task is accounted for (as panicked) first, in case the
-// logger calls runtime.Goexit.
+// leanEnded accounts for a lean task whose fn panicked with v or exited (nil
+// v), before the logger can exit; for a panic it returns the *PanicError.
 func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	n := c.job().counts
 	c.end()
@@ -237,7 +209,6 @@ func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	return e.recovered(v, keyField(c, nil))
 }
 
-// unholdLean gives back a lean task's key, slot and, if reserved, reservation.
 func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	m.UnholdPlain()
 	e.runner.Release()
@@ -246,32 +217,25 @@ func (e *Executor[K]) unholdLean(m *mailbox.Mailbox, reserved bool) {
 	}
 }
 
-// plainSub is a plain Submit's one allocation: the caller's Task, fn's
-// ctx, and where it was queued (64 bytes with a string key). It keeps no
-// result (see Task.fail). at finds it in its queue in O(1) (mailbox.Place)
-// for a Wait that withdraws it (withdrawPlain) or checks it for a deadlock
-// (plainAhead); written and read under its mailbox's lock, it stays zero
-// for a Submit let in from its key's waiting room, which is then found by
-// a walk of its queue.
+// plainSub is a plain Submit's one allocation; it keeps no result (see
+// Task.fail). at (m's lock) finds it in O(1) (withdrawPlain, plainAhead),
+// zero for a Submit let in from the waiting room: a walk finds that one.
 type plainSub[K comparable] struct {
 	task Task
 	ctx  taskCtx[K]
 	at   mailbox.Place
 }
 
-// newPlainSub makes the plainSub of a Submit with ctx.
 func newPlainSub[K comparable](ctx context.Context) *plainSub[K] {
 	return &plainSub[K]{ctx: taskCtx[K]{parent: ctx}}
 }
 
-// plainOf returns the plainSub whose Task t is.
 func plainOf[K comparable](t *Task) *plainSub[K] {
 	return outerOf[plainSub[K]](t, unsafe.Offsetof(plainSub[K]{}.task))
 }
 
-// plainOps are a plainSub's taskOps, for the executor e. A queued plain
-// Submit's ctx names no core yet (it gets its mailbox's as it runs: see
-// plainTask), so a Wait reaches e through the ops.
+// plainOps are a plainSub's taskOps, holding e: a queued Submit's ctx has
+// no core to reach it by.
 func plainOps[K comparable](e *Executor[K]) taskOps {
 	return taskOps{
 		result: func(t *Task) error { return t.w.Load().err }, // nil for ended
@@ -303,14 +267,11 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 }
 
 // admitPlain is admit for a plain task: it returns key's mailbox locked,
-// and whether the task must wait for room there (waitPlain).
-//
-// Without a global cap (batchRelease), a task queued at once takes no
-// reservation: its shard's counts hold it for Close's drain, from
-// queuePlain, under the shard's lock, to its batch's end (settled), so
-// it writes no word that every submitter writes. It reads closed under that
-// lock, and Close sets closed, then takes every shard's lock (seal) before
-// its drain counts: the task sees closed, or the drain sees it.
+// and whether to wait for room. Without a global cap (batchRelease) a task
+// queued at once takes no reservation, writing no word every submitter
+// writes: its shard's counts hold it for Close's drain until its batch ends
+// (settled). It reads closed under the shard's lock, which Close's seal
+// takes after setting closed: it sees closed, or the drain sees it.
 func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox, wait bool, err error) {
 	if !e.batchRelease {
 		return e.admit(ctx, key, ctx, nil)
@@ -339,10 +300,7 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 	return m, false, nil
 }
 
-// queuePlain queues fn as a plain task on m (locked by admitPlain), counts
-// it submitted in its shard's counts, stores where it was queued in *at
-// unless at is nil, and unlocks m. m gets its plain core with its first
-// batch (NewAux): a key whose tasks only wait pays for none.
+// queuePlain queues fn on m, locked by admitPlain, and unlocks m.
 func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, at *mailbox.Place) {
 	where, dispatch := m.EnqueuePlain(fn, arg, e.countPlain(m))
 	if at != nil {
@@ -351,8 +309,7 @@ func (e *Executor[K]) queuePlain(m *mailbox.Mailbox, fn func(context.Context) er
 	e.launch(m, dispatch)
 }
 
-// countPlain counts a plain task entering m's queue (locked) in its
-// shard's counts, and returns its stamp.
+// countPlain counts a task entering m's queue (locked); it returns its stamp.
 func (e *Executor[K]) countPlain(m *mailbox.Mailbox) (stamp int64) {
 	if m.Count().Add(1) == 1 {
 		e.shardLocal(m) // the shard's first: Stats and the drain count it from now on
@@ -363,9 +320,7 @@ func (e *Executor[K]) countPlain(m *mailbox.Mailbox) (stamp int64) {
 	return 0
 }
 
-// waitPlain parks a plain task that admitPlain sent to m's waiting room (m
-// locked) and waits for room (waitRoom). A parked task needs a Turn, which
-// parkedPlain is; once let in, the task is queued as a plain slot.
+// waitPlain parks a plain task at m's cap (m locked) and waits for room.
 func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) error, c *taskCtx[K], arg any) error {
 	p := &parkedPlain[K]{job: job[K]{core: core[K]{e: e, async: true}, fn: fn, ctx: c}, m: m, arg: arg}
 	p.turn.Init(p, false)
@@ -377,9 +332,8 @@ func (e *Executor[K]) waitPlain(m *mailbox.Mailbox, fn func(context.Context) err
 	return err
 }
 
-// parkedPlain is a Go or Submit waiting in its key's waiting room. Its job
-// serves only the room: its ctx is not bound to it, and gets its core as
-// it runs, as any plain task's (see taskCtx.st).
+// parkedPlain is a Go or Submit in its key's waiting room, queued as a
+// plain slot once let in; its ctx gets its core as it runs (taskCtx.st).
 type parkedPlain[K comparable] struct {
 	job[K]
 	m     *mailbox.Mailbox
@@ -387,10 +341,9 @@ type parkedPlain[K comparable] struct {
 	stamp int64 // set by Promote
 }
 
-// Promote lets the task in (mailbox.Work), locked, unless the executor is
-// closed, counting it as queuePlain does. Without a global cap its
-// reservation moves from pending to its shard's counts (see admitPlain):
-// counted there first, so that Close's drain never sees it in neither.
+// Promote lets the task in (mailbox.Work), locked, unless closed, counting
+// it as queuePlain does. Without a global cap its reservation moves to its
+// shard's counts, added there first, so Close's drain always sees it.
 func (p *parkedPlain[K]) Promote() bool {
 	e := p.e
 	if e.closed.Load() {
@@ -409,12 +362,10 @@ func (p *parkedPlain[K]) Slot() (func(context.Context) error, any, int64) {
 	return p.fn, p.arg, p.stamp
 }
 
-// plainCore returns m's plain core, made on first need (locked). m's plain
-// tasks and a Do run on its caller's goroutine (doPlain) share it: they
-// hold m exclusively, one at a time, and a task's ctx stops reading it as
-// the task ends. It names only the executor, so it stays with m when m is
-// reused for another key. Made by the time a batch is cut (NewAux) and
-// never changed, it is read unlocked as the batch runs (goCtx).
+// plainCore returns m's plain core, made on first need (locked) or with
+// m's first batch (NewAux): a key whose tasks only wait pays for none.
+// Never changed, it is read unlocked by m's plain tasks and doPlain's, each
+// ctx only until its task ends. It names only e: m keeps it across keys.
 func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
 	if a := m.Aux(); a != nil {
 		return a.V.(*plainCoreOf[K])
@@ -424,19 +375,13 @@ func (e *Executor[K]) plainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
 	return p
 }
 
-// plainCoreIn returns m's plain core, made by then (see plainCore):
-// unlocked, by a task of m's running batch, or by one taken out.
+// plainCoreIn is plainCore, unlocked, for a task of m's batch or taken out.
 func plainCoreIn[K comparable](m *mailbox.Mailbox) *plainCoreOf[K] {
 	return m.Aux().V.(*plainCoreOf[K])
 }
 
-// plainCoreOf is a mailbox's plain core with the counts of its router
-// shard (or stripe), where its tasks count as started and completed.
-//
-// free is the block the running batch carves its Gos' ctxs from (goCtx),
-// made for at most its tasks yet to run, so a batch of Gos alone uses it
-// up. It keeps alive what newCtx's blocks do; a block that plain Submits
-// left unused also keeps its ended ctxs until the key's next Gos use it up.
+// plainCoreOf is a mailbox's plain core. A free block that Submits left
+// unused keeps its ended ctxs until the key's next Gos use it up.
 type plainCoreOf[K comparable] struct {
 	core[K]              // its counts are its shard's
 	free    []taskCtx[K] // for the Gos' ctxs: see goCtx
@@ -444,8 +389,7 @@ type plainCoreOf[K comparable] struct {
 	sweptAt atomic.Int64 // monotime of the mailbox's last large sweep at its cap (capSweep)
 }
 
-// newPlainCore makes m's plain core (locked), with the counts of m's
-// router shard.
+// newPlainCore makes m's plain core (locked), with its shard's counts.
 func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
 	p := &plainCoreOf[K]{core: core[K]{e: e, counts: &e.shardLocal(m).counts.taskCounts}}
 	p.aux.V = p
@@ -455,17 +399,14 @@ func (e *Executor[K]) newPlainCore(m *mailbox.Mailbox) *plainCoreOf[K] {
 // ctxBlock is how many task contexts newCtx carves out of one allocation.
 const ctxBlock = 8
 
-// shardLocal is what the executor keeps per router shard (or stripe), as
-// its mailboxes' Local: newCtx's block and the counts of the shard's plain
-// tasks. All is written under the shard's lock but the counts the drive
-// loops write, on lines of their own (see shardCounts).
+// shardLocal is a router shard's mailboxes' Local, guarded by its lock but
+// for the counts the drive loops write (see shardCounts).
 type shardLocal[K comparable] struct {
 	free   []taskCtx[K]
 	counts shardCounts
 }
 
-// shardLocal returns m's shard's shardLocal, made on the first need
-// (locked), its counts registered for Stats.
+// shardLocal returns m's shard's shardLocal, made on first need (locked).
 func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	l := m.Local()
 	s, _ := (*l).(*shardLocal[K])
@@ -479,21 +420,17 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	return s
 }
 
-// newCtx returns a context for a Do of m (locked), carved from a block of
-// ctxBlock made for m's router shard (40 bytes each with a string key).
-// Each is a task's own, never reused: one that fn keeps
-// never speaks for a later task, but keeps its block alive, with the
-// others' callers' ctxs; and the block being carved keeps the shard's
-// ended contexts until it is used up (TestEndedContextsReleased).
+// newCtx returns a Do's context from m's (locked) shard's block, never
+// reused, so one fn keeps speaks for no later task, but keeps its block
+// alive; the block being carved keeps ended ones (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox, ctx context.Context) *taskCtx[K] {
 	c := carve(&e.shardLocal(m).free, ctxBlock)
 	c.parent = ctx
 	return c
 }
 
-// carve returns the next item of the block *free, first making a block of
-// n if it is used up. It drops the block with its last item: an empty
-// slice of it would keep it alive, and the ended contexts carved from it.
+// carve returns the next item of the block *free, made of n when used up,
+// and drops the block with its last item, lest an empty slice keep it alive.
 func carve[T any](free *[]T, n int) *T {
 	if len(*free) == 0 {
 		*free = make([]T, n)
@@ -505,12 +442,10 @@ func carve[T any](free *[]T, n int) *T {
 	return c
 }
 
-// plainRunner is the executor as its runner's mailbox.Plain: it runs the
-// plain tasks that queuePlain queued, given their args.
+// plainRunner is the executor as its runner's mailbox.Plain.
 type plainRunner[K comparable] Executor[K]
 
-// RunPlain runs a plain task's fn (mailbox.Plain), left tasks of its batch
-// yet to run, this one included.
+// RunPlain runs a plain task (mailbox.Plain); left: see plainTask.
 func (p *plainRunner[K]) RunPlain(m *mailbox.Mailbox, fn func(context.Context) error, arg any, stamp int64, left int) {
 	e := (*Executor[K])(p)
 	c, t := e.plainTask(m, arg, left)
@@ -523,9 +458,8 @@ func (p *plainRunner[K]) NewAux(m *mailbox.Mailbox) *mailbox.Aux {
 }
 
 // SettlePlain gives back a plain task's reservation and ends a Submit's
-// Task once the task's place is free (mailbox.Plain), as a job's Settle
-// does: the result is written and Stats account for it by then, and a
-// submission that the reservation lets in finds the key's room.
+// Task once its place is free (mailbox.Plain), as Settle does: by then
+// Stats count its result, and whoever the reservation lets in finds room.
 func (p *plainRunner[K]) SettlePlain(arg any) {
 	(*Executor[K])(p).releasePlain()
 	if _, t := plainArg[K](arg); t != nil {
@@ -549,11 +483,9 @@ func (e *Executor[K]) plainTask(m *mailbox.Mailbox, arg any, left int) (*taskCtx
 	return e.goCtx(m, left, caller), nil
 }
 
-// goCtx makes the ctx of a Go queued with its caller's ctx alone (see
-// goPlain), with m's key (router.KeyOf) and plain core. In a batch (left:
-// its tasks yet to run, this one included) it is carved from the core's
-// block (plainCoreOf.free); a Go that a giving-up Close ends (left 0) may
-// run beside a batch, so it allocates its own.
+// goCtx makes a Go's ctx, with m's key and plain core, carved in a batch
+// from the core's free block, sized for the batch's tasks yet to run; one a
+// giving-up Close ends (left 0) may run beside a batch, so gets its own.
 func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int, caller context.Context) *taskCtx[K] {
 	p := plainCoreIn[K](m)
 	var c *taskCtx[K]
@@ -566,10 +498,8 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int, caller context.Context
 	return c
 }
 
-// runPlain runs a plain task's fn with context c, as job.Run runs a job's
-// (SettlePlain follows). A Submit's Task t gets fn's error; for a Go (nil
-// t) a failure goes to the error handler. A task whose ctx ended, or that a
-// giving-up Close abandoned, is not run and counts as canceled.
+// runPlain runs a plain task as job.Run runs a job; a Submit's Task t gets
+// fn's error, and a Go's (nil t) failure goes to the error handler.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
 	err := ctxErr(c.caller())
 	if err == nil && e.force.Err() != nil {
@@ -599,23 +529,21 @@ func (e *Executor[K]) plainAbandoned(c *taskCtx[K], t *Task, err error) {
 	e.abandoned(c, nil, t == nil, err)
 }
 
-// releasePlain gives back an ended plain task's reservation, unless the
-// drive loop gives back its batch's at once (see job.release).
+// releasePlain is job.release for a plain task.
 func (e *Executor[K]) releasePlain() {
 	if !e.batchRelease {
 		e.unreserve()
 	}
 }
 
-// takenPlain is what TakePlain took out of one mailbox: the args of the
-// plain tasks to end (see plainArg).
+// takenPlain holds the args of the plain tasks TakePlain took out of m.
 type takenPlain struct {
 	m  *mailbox.Mailbox
 	ps []any
 }
 
-// takePlain takes m's (locked) unstarted plain tasks for which drop holds out
-// of its queue (mailbox.TakePlain), for endTaken to end once m is unlocked.
+// takePlain takes out m's (locked) unstarted plain tasks drop selects, for
+// endTaken once m is unlocked.
 func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out []takenPlain) []takenPlain {
 	if ps := m.TakePlain(drop); ps != nil {
 		e.plainCore(m) // for their contexts (plainTask, goCtx), made locked
@@ -624,8 +552,7 @@ func (e *Executor[K]) takePlain(m *mailbox.Mailbox, drop func(arg any) bool, out
 	return out
 }
 
-// ctxEnded reports whether the ctx of the plain task queued with arg (see
-// plainArg) has ended; a Go with context.Background() has none to end.
+// ctxEnded reports whether a plain task's ctx has ended (nil never does).
 func ctxEnded[K comparable](arg any) bool {
 	ctx := plainCaller[K](arg)
 	return ctx != nil && ctxErr(ctx) != nil
@@ -634,8 +561,7 @@ func ctxEnded[K comparable](arg any) bool {
 // takeAll is TakePlain's drop for a giving-up Close: every task.
 func takeAll(any) bool { return true }
 
-// endTakenAll ends every plain task taken out (see endTaken), each even
-// if a callback calls runtime.Goexit while an earlier one ends.
+// endTakenAll ends every task taken out (endTaken), each even on a Goexit.
 func (e *Executor[K]) endTakenAll(taken []takenPlain, why error) {
 	forEach(0, len(taken), func(i int) {
 		t := taken[i]
@@ -643,10 +569,9 @@ func (e *Executor[K]) endTakenAll(taken []takenPlain, why error) {
 	})
 }
 
-// endTaken ends a plain task taken out of m's queue (mailbox.TakePlain) as
-// runPlain would have when its turn came: with why (ErrClosed) or, if why
-// is nil, its ctx's error. Its place, its reservation and its Task are
-// given back after the callbacks, even if one calls runtime.Goexit.
+// endTaken ends a plain task taken out of m's queue as runPlain would have:
+// with why (ErrClosed) or, if why is nil, its ctx's error. Its place,
+// reservation and Task go back after the callbacks, even on a Goexit.
 func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	defer func() {
 		m.DonePlain()
@@ -662,12 +587,9 @@ func (e *Executor[K]) endTaken(m *mailbox.Mailbox, arg any, why error) {
 	e.plainAbandoned(c, t, why)
 }
 
-// withdrawPlain takes the plain Submit s out of its queue once a Wait saw
-// its ctx end (see Task.Wait), and ends it with its ctx's error, unless it
-// has started or the drive loop has claimed it: then it ends as it runs,
-// or as it starts. It finds s where it was queued (plainSub.at), so it
-// costs the same behind 10 queued tasks as behind 10,000; other tasks
-// whose ctx ended are left to the lazy rules (see "Lazy cancellation").
+// withdrawPlain takes the plain Submit s out of its queue in O(1) (at) once
+// a Wait saw its ctx end, and ends it with that error, unless it started or
+// its loop claimed it: then it ends as it runs.
 func (e *Executor[K]) withdrawPlain(s *plainSub[K]) {
 	m := e.router.Find(s.ctx.key) // while s has not ended: see plainAhead
 	if m == nil {
@@ -682,12 +604,9 @@ func (e *Executor[K]) withdrawPlain(s *plainSub[K]) {
 	e.endTaken(m, s, nil)
 }
 
-// plainAhead reports whether the plain Submit s has not ended (live) and
-// still waits in its queue (queued); if so it calls f, with the mailbox
-// locked, for each multi-key task holding the mailbox or queued ahead of s
-// (see Turn.EachManyAhead). While s has not ended its key's mailbox is the
-// one it is queued in (a mailbox with a task pending never retires), and a
-// check under the mailbox's lock sees s end before its mailbox can retire.
+// plainAhead reports whether the plain Submit s has not ended (live) and is
+// still queued; if so it calls f, m locked, for each multi-key task holding
+// m or ahead of s. m cannot retire before a check under its lock sees s end.
 func (e *Executor[K]) plainAhead(s *plainSub[K], f func(o *mailbox.Turn)) (live, queued bool) {
 	m := e.router.Find(s.ctx.key)
 	if m == nil {
