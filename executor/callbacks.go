@@ -16,23 +16,21 @@ import (
 )
 
 // Every user callback (fn, an Observer, a Policy, the error handler, the
-// logger's core) runs where a failure is contained: a panic in one is
-// recovered on the spot and reported, so it never unwinds through a drive
-// loop, a held lock or a reservation. This file wraps all but fn, whose
-// panics and Goexits invoke contains.
+// logger's core) runs where a panic is recovered on the spot and reported,
+// never unwinding through a drive loop, a held lock or a reservation. This
+// file wraps all but fn (invoke contains its panics and Goexits).
 //
-// A runtime.Goexit cannot be contained: the goroutine exits. Three rules
-// make it leave nothing behind: a task is accounted for before any
-// callback hears of it (finished, abandoned, Batcher.end); what the calling
-// goroutine holds (a key, a slot, a reservation, an unsettled task) is
-// given back in a deferred call (runHeld, cancel, withdraw, tellAccepted),
-// kept out of frames that callers block in (see withdraw); and a loop over
-// tasks that calls back goes on as the goroutine exits (forEach).
+// A runtime.Goexit cannot be contained; three rules make it leave nothing
+// behind: a task is accounted for before any callback hears of it
+// (finished, abandoned, Batcher.end); what the goroutine holds (a key, a
+// slot, a reservation, an unsettled task) is given back in a deferred call
+// (runHeld, cancel, withdraw, tellAccepted), kept out of frames callers
+// block in (see withdraw); a loop over tasks that calls back goes on as the
+// goroutine exits (forEach).
 
-// defaultLogger is what an executor logs to without WithLogger: errors
-// (recovered panics and unread failures) as JSON lines on stderr, and
-// warnings too if slow-task warnings were asked for (warn). A recovered
-// panic is never silent; zap.NewNop() silences it on purpose.
+// defaultLogger is the logger without WithLogger: errors (recovered panics,
+// unread failures), and warnings if warn, as JSON lines on stderr. A
+// recovered panic is never silent; zap.NewNop() silences it on purpose.
 func defaultLogger(warn bool) *zap.Logger {
 	level := zapcore.ErrorLevel
 	if warn {
@@ -42,8 +40,7 @@ func defaultLogger(warn bool) *zap.Logger {
 	return zap.New(zapcore.NewCore(enc, zapcore.Lock(os.Stderr), level))
 }
 
-// safeCore contains panics in the user's zap core. What it cannot log
-// through the core, it writes once a second at most to stderr.
+// safeCore contains a zap core's panics, told on stderr at most once a second.
 type safeCore struct {
 	zapcore.Core
 	last *atomic.Int64 // unix ns of the last report to stderr
@@ -86,12 +83,10 @@ func (c safeCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) (out *zapco
 			out = ce
 		}
 	}()
-	// The inner core adds itself to ce; wrap it so that its Write is
-	// contained too.
 	if !c.Core.Enabled(ent.Level) {
 		return ce
 	}
-	return ce.AddCore(ent, c)
+	return ce.AddCore(ent, c) // c, not the inner core: its Write is contained too
 }
 
 func (c safeCore) Write(ent zapcore.Entry, fs []zapcore.Field) (err error) {
@@ -101,8 +96,7 @@ func (c safeCore) Write(ent zapcore.Entry, fs []zapcore.Field) (err error) {
 			err = nil // reported: zap would only print it again
 		}
 	}()
-	// Ask the inner core, so that cores that filter in Check (samplers,
-	// hooks) still do.
+	// Through Check, so that cores filtering there (samplers, hooks) still do.
 	if inner := c.Core.Check(ent, nil); inner != nil {
 		inner.Write(fs...)
 	}
@@ -171,8 +165,7 @@ func (s *safeObserver) TaskCanceled() {
 	s.o.TaskCanceled()
 }
 
-// attach and detach tell an Observer that reads gauges (Attacher, Detacher)
-// about e.
+// attach and detach tell an Observer that reads gauges (Attacher, Detacher) of e.
 func (e *Executor[K]) attach() {
 	if a, ok := e.cfg.observer.(Attacher); ok {
 		defer e.containCallback("observer's Attach")
@@ -193,9 +186,8 @@ func (e *Executor[K]) containCallback(what string) {
 	}
 }
 
-// decide asks the policy about a submission at the cap of scope,
-// containing its panic: a Policy that panics refuses that one submission
-// with a *policyError, which wraps a *PanicError.
+// decide asks the policy about a submission at scope's cap; a Policy that
+// panics refuses that one submission (a *policyError wrapping a *PanicError).
 func (e *Executor[K]) decide(load backpressure.Load, scope backpressure.Scope) (v backpressure.Verdict, err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -259,10 +251,9 @@ func (e *Executor[K]) unread(key zap.Field, keyVal any, err error, ran bool) {
 	e.cfg.onError(keyVal, err)
 }
 
-// forEach calls f(i) for each i from from up to n, in order, even if one
-// of them calls runtime.Goexit (through a callback): the calls left are
-// then made as the goroutine exits. Each f must account for its item
-// before it calls user code, so that an exit leaves none unaccounted.
+// forEach calls f(i) for i from from up to n, in order, even if one calls
+// runtime.Goexit: the rest are then called as the goroutine exits. Each f
+// accounts for its item before it calls user code, so none is left out.
 func forEach(from, n int, f func(i int)) {
 	i := from
 	defer func() {
@@ -288,15 +279,12 @@ func whyNotRun(err error) string {
 	return "withdrawn before it started"
 }
 
-// A queued task's ctx is user code too. The executor asks it (Err, Done)
-// in sweeps and watches with a key's mailbox or the watch lock held, and
-// on other callers' goroutines: a ctx whose method panics must leave no
-// lock held and fail no other call. ctxErr and ctxDone contain it: such a
-// ctx counts as ended, its task ends with a *PanicError naming the ctx's
-// panic (the error handler or its Wait hears of it), and it is never
-// watched.
-
-// ctxErr is ctx.Err(), or a *PanicError if Err panics.
+// ctxErr is ctx.Err(), or a *PanicError if Err panics. A queued task's ctx
+// is user code, asked (Err, Done) in sweeps and watches under a mailbox's or
+// the watch lock, on other callers' goroutines: one whose method panics must
+// leave no lock held and fail no other call. ctxErr and ctxDone contain it:
+// such a ctx counts as ended, its task ends with a *PanicError naming the
+// panic (the error handler or its Wait hears of it), and it is never watched.
 func ctxErr(ctx context.Context) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -306,10 +294,9 @@ func ctxErr(ctx context.Context) (err error) {
 	return ctx.Err()
 }
 
-// sweptErr is the error a task ends with once a sweep took it out because
-// its ctx had ended (ctxErr under the lock): the ctx's error, asked again
-// unlocked. A ctx that answers nil the second time (one that lies) still
-// ends its task as canceled, never with a nil error.
+// sweptErr is the error of a task a sweep took out as its ctx had ended
+// (ctxErr under the lock): the ctx's error asked again unlocked, or
+// context.Canceled if it now answers nil (one that lies).
 func sweptErr(ctx context.Context) error {
 	if err := ctxErr(ctx); err != nil {
 		return err
@@ -328,9 +315,8 @@ func ctxDone(ctx context.Context) (d <-chan struct{}) {
 }
 
 // ctxAfterFunc is context.AfterFunc(ctx, f), or nil if ctx panics as it
-// registers. (A ctx that is not the standard library's is watched from a
-// goroutine of package context, which asks it for Err once it has ended:
-// a panic there is beyond the executor's reach.)
+// registers. (A non-standard ctx is watched from package context's own
+// goroutine, which asks its Err as it ends: a panic there is out of reach.)
 func ctxAfterFunc(ctx context.Context, f func()) (stop func() bool) {
 	defer func() {
 		if recover() != nil {

@@ -17,8 +17,8 @@ import (
 // that have not started end with ErrClosed (their Wait or Do returns it),
 // running tasks see their ctx canceled, and Close returns ctx's error at
 // once, without waiting for a task that ignores its ctx. Such a task keeps
-// its goroutine until fn returns, and its key's mailbox until then; nothing
-// else is left, and a later Close returns nil once nothing runs.
+// its goroutine and its key's mailbox until fn returns; nothing else is
+// left, and a later Close returns nil once nothing runs.
 //
 // Close is idempotent and safe to call concurrently. Once a Close has
 // returned nil, no goroutine of the executor is left. Called from inside a
@@ -43,9 +43,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 	case <-e.drained:
 	case <-ctx.Done():
 		select {
-		case <-e.drained:
-			// Drained as well (say, nothing was pending): nothing to give
-			// up, so the result does not depend on select's coin toss.
+		case <-e.drained: // also drained: nothing to give up, whatever select picked
 		default:
 			err = ctx.Err()
 			e.stopWatch()
@@ -61,8 +59,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 		<-e.stopped // drained: no user code is left to run, so this is quick
 		return err
 	}
-	// Drained: every accepted task has settled. What is left are drive
-	// loops and pond workers on their way out, which take microseconds.
+	// Drained: only drive loops and pond workers on their way out are left.
 	e.stopWatch()
 	e.dispatching.Wait()
 	e.runner.Wait()
@@ -70,9 +67,7 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 		stopIdle(e.pool)
 	}
 	e.forceCancel()
-	// Deferred: a logger or Detach that calls runtime.Goexit ends this
-	// call's goroutine, but the executor is closed all the same.
-	defer close(e.stopped)
+	defer close(e.stopped) // even if a logger or Detach calls runtime.Goexit
 	e.log.Debug("executor closed", zap.Uint64("completed", e.Stats().Completed),
 		zap.Uint64("canceled", e.canceled.Load()))
 	e.detach()
@@ -80,9 +75,8 @@ func (e *Executor[K]) Close(ctx context.Context) error {
 }
 
 // giveUp, the one place where Close gives up, fails with ErrClosed every
-// task that has not started, those a drive loop took into a batch behind a
-// running task included (Mailbox.EachWaiting), and cancels the contexts
-// of running ones.
+// unstarted task, those in a running batch included (Mailbox.EachWaiting),
+// and cancels running ones' contexts (ARCHITECTURE.md, "Close").
 func (e *Executor[K]) giveUp() {
 	e.forceCancel()
 	var (
@@ -93,29 +87,23 @@ func (e *Executor[K]) giveUp() {
 		m.EachWaiting(func(t *mailbox.Turn) { waiting = append(waiting, t) })
 		plain = e.takePlain(m, takeAll, plain)
 	})
-	// Turns granted their keys but waiting for a slot (shared readers, a
-	// multi-key task granted its last key) are in the runner's ready queue.
+	// Turns granted their keys, waiting for a slot (shared readers, a
+	// multi-key task granted its last key), are in the runner's ready queue.
 	e.runner.EachGranted(func(t *mailbox.Turn) { waiting = append(waiting, t) })
-	// Each is ended even if a callback calls runtime.Goexit while an earlier
-	// one ends: the rest, of both kinds, end as the goroutine exits (forEach).
-	forEach(0, 2, func(kind int) {
+	forEach(0, 2, func(kind int) { // both kinds end even if a callback calls Goexit
 		if kind == 0 {
-			// Plain tasks taken out end as they would have when their
-			// turn came (RunPlain): their mailbox first, then the drain.
-			e.endTakenAll(plain, ErrClosed)
+			e.endTakenAll(plain, ErrClosed) // as in RunPlain: mailbox, then drain
 			return
 		}
-		// cancel also settles the task, so its Wait returns and Close's
-		// drain counts it. It is a no-op for a multi-key task listed again
-		// (queued in several mailboxes) and for one that has started.
+		// cancel settles the task too (its Wait returns, the drain counts
+		// it); no-op for a started task or a multi-key one listed again.
 		forEach(0, len(waiting), func(i int) { e.cancel(jobOf[K](waiting[i]), ErrClosed) })
 	})
 }
 
-// stopIdle waits for the pond workers of a pool the executor owns to exit:
-// every drive loop has returned, so pond's queue is empty. (pond's
-// StopAndWait would submit its stop to pond's global default pool, which
-// ties unrelated executors together and breaks testing/synctest bubbles.)
+// stopIdle waits for the workers of an owned pool to exit, its queue empty
+// as every drive loop returned. (StopAndWait would submit its stop to pond's
+// default pool: that ties executors together and breaks synctest bubbles.)
 func stopIdle(p pond.Pool) {
 	for p.RunningWorkers() > 0 {
 		time.Sleep(10 * time.Microsecond)

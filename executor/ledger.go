@@ -11,28 +11,25 @@ import (
 )
 
 // The ledger: what an accepted task holds until it ends, what Stats count,
-// and what Close's drain waits for; every count lives here. A start and an
-// end are counted where fn runs (invoke, runLean, a Batcher's run).
-//
-// An accepted task holds exactly one of three things until it ends:
-//
+// and what Close's drain waits for; every count lives here. Starts and ends
+// are counted where fn runs (invoke, runLean, a Batcher's run). An accepted
+// task holds exactly one of these until it ends:
 //   - a reservation in pending: every job, Batcher message and, with a
 //     global cap (WithMaxPending), every plain task; the global cap and its
 //     waiting room count these (reserveTurn, room.go);
-//   - without a global cap, a queued plain task holds its place in its
-//     router shard's counts (submitted - settled), so that no word every
-//     task writes moves between the cores (see admitPlain, shardCounts);
-//   - an uncontended Do without a global cap holds only its slot
-//     (leanSlot), which the runner counts (Runner.Active).
+//   - without a global cap, a queued plain task's place in its router
+//     shard's counts (submitted - settled), so that no word every task
+//     writes moves between the cores (see admitPlain, shardCounts);
+//   - an uncontended Do without a global cap: its slot (leanSlot), which
+//     the runner counts (Runner.Active).
 //
 // Close's drain (drainIfDone) waits for all three to reach 0 once the
 // executor is sealed. Each holder writes its count, then reads the others',
 // so the last one to let go sees them all at 0. Stats derive Queued and
 // Running from the monotonic counts, so they add up by construction.
 type ledger struct {
-	// Counters, each on its own cache line: submitters write pending and
-	// submitted, workers started and completed. Jobs and Batcher messages
-	// count here, plain tasks in their shard's counts (shards).
+	// Each on its own cache line: pending and submitted, which submitters
+	// write, and counts, which workers do. Plain tasks count in shards.
 	pending   paddedInt64 // reservations held: WithMaxPending, and what Close drains
 	submitted paddedUint64
 	counts    taskCounts
@@ -64,9 +61,8 @@ type Stats struct {
 	Slow       uint64 // holds reported slow (WithSlowTaskWarning)
 }
 
-// Stats returns a snapshot of the executor's counters. It sums the counts
-// that each router shard keeps for its plain tasks: a few loads per shard
-// (16 shards per P).
+// Stats returns a snapshot of the executor's counters. It sums each router
+// shard's plain-task counts: a few loads per shard (16 shards per P).
 func (e *Executor[K]) Stats() Stats {
 	if e.unmade() {
 		return Stats{}
@@ -113,13 +109,11 @@ func (e *Executor[K]) unreserve() {
 	}
 }
 
-// settled gives back what tasks on m held once they have settled: the
-// reservations of turns, in one atomic add, and the places of plain tasks
-// in m's shard's counts (see admitPlain); then Close may return if they
-// were the last. A drive loop's batch calls it at its end
-// (RunnerOptions.Ran), endTaken for a plain task taken out. Only without a
-// global cap (batchRelease): then nobody waits for room, and only Close's
-// drain counts.
+// settled gives back what settled tasks on m held: turns' reservations in
+// one atomic add, plain tasks' places in m's shard's counts (admitPlain);
+// Close may then return. Called at a batch's end (RunnerOptions.Ran) and by
+// endTaken, only without a global cap (batchRelease): nobody waits for room
+// then, and only Close's drain counts.
 func (e *Executor[K]) settled(m *mailbox.Mailbox, turns, plains int) {
 	if turns > 0 {
 		e.pending.Add(-int64(turns))
@@ -130,10 +124,9 @@ func (e *Executor[K]) settled(m *mailbox.Mailbox, turns, plains int) {
 	e.drainIfDone()
 }
 
-// drainIfDone lets Close return once the executor is sealed (see seal) and
-// no task holds anything (see "The ledger"). It is called as the last
-// reservation, a batch's reservations and places (settled) or a slot
-// (RunnerOptions.Released) is given back, and by Close once sealed.
+// drainIfDone lets Close return once sealed (see seal) and no task holds
+// anything (see "The ledger"): called as the last reservation, a batch's
+// (settled) or a slot (RunnerOptions.Released) is given back, and by Close.
 func (e *Executor[K]) drainIfDone() {
 	if e.sealed.Load() && e.pending.Load() == 0 && e.plainHeld() == 0 && e.runner.Active() == 0 {
 		e.drain()
@@ -143,9 +136,8 @@ func (e *Executor[K]) drainIfDone() {
 func (e *Executor[K]) drain() { e.drainOnce.Do(func() { close(e.drained) }) }
 
 // plainHeld is how many queued plain tasks hold a place in their shard's
-// counts (see admitPlain); none with a global cap. It is read once Close
-// has sealed the executor, when no shard's submitted count moves any more
-// and settled only grows towards it.
+// counts (see admitPlain); none with a global cap. Read once sealed, when
+// no shard's submitted moves and settled only grows towards it.
 func (e *Executor[K]) plainHeld() uint64 {
 	if !e.batchRelease {
 		return 0
@@ -197,9 +189,8 @@ func (e *Executor[K]) reject(err error) error {
 	return err
 }
 
-// countAccepted counts an accepted task, with its (last) mailbox locked,
-// before it can start. A multi-key job was stamped before its first
-// enqueue (see stamp).
+// countAccepted counts an accepted task, its (last) mailbox locked, before
+// it can start; a multi-key job was stamped before its first enqueue.
 func (e *Executor[K]) countAccepted(j *job[K]) {
 	e.submitted.Add(1)
 	if j.multi == nil {
@@ -215,18 +206,17 @@ func (e *Executor[K]) stamp(j *job[K]) {
 	}
 }
 
-// observeAccepted tells the Observer of an acceptance, unlocked, once
-// nothing is left to do for the task: an Observer that calls
-// runtime.Goexit there only ends the submitter's goroutine.
+// observeAccepted tells the Observer of an acceptance, unlocked, with nothing
+// left to do for the task: a runtime.Goexit there ends only the submitter.
 func (e *Executor[K]) observeAccepted() {
 	if e.obs != nil {
 		e.obs.TaskAccepted()
 	}
 }
 
-// tellAccepted tells the Observer of an acceptance for a caller holding
-// what a runtime.Goexit in TaskAccepted must not leave behind: exited runs
-// as the goroutine exits. The caller checks that there is an Observer.
+// tellAccepted tells the Observer (the caller checked there is one) of an
+// acceptance; if TaskAccepted calls runtime.Goexit, exited runs as the
+// goroutine exits, so what the caller holds is not left behind.
 func (e *Executor[K]) tellAccepted(exited func()) {
 	told := false
 	defer func() {
@@ -238,10 +228,9 @@ func (e *Executor[K]) tellAccepted(exited func()) {
 	told = true
 }
 
-// observeLent is observeAccepted for a nested call admitted from the
-// waiting room with its task's slot lent (park). If TaskAccepted calls
-// runtime.Goexit, the goroutine exits with the slot taken back, so the
-// task's drive loop never hands on a slot it does not hold.
+// observeLent is observeAccepted for a nested call let in from the waiting
+// room with its task's slot lent (park): a Goexit in TaskAccepted takes the
+// slot back, so the drive loop never hands on a slot it does not hold.
 func (e *Executor[K]) observeLent(outer *taskCtx[K], lent bool) {
 	if e.obs != nil {
 		e.tellAccepted(func() { outer.unlend(e.runner, lent) })
@@ -256,10 +245,9 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 }
 
 // abandoned accounts for an accepted task (context c, keys multi if
-// several) that will never run, because of err; if unread, err goes to the
-// error handler. The task is accounted for before any user code hears of
-// it; the error handler's call is deferred, so an Observer that calls
-// runtime.Goexit in TaskCanceled does not keep the failure from it.
+// several) that will never run because of err, before any user code hears
+// of it; if unread, err goes to the error handler in a deferred call, which
+// an Observer calling runtime.Goexit in TaskCanceled cannot prevent.
 func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
 	e.canceled.Add(1)
 	c.end()
@@ -291,16 +279,13 @@ type taskCounts struct {
 	_                           [40]byte
 }
 
-// shardCounts are a router shard's (or stripe's) counts of its plain tasks
-// (see shardLocal), on lines apart by who writes them:
-//
-//   - submitted: by their submitters under the shard's lock (queuePlain),
-//     in the count the shard keeps beside its lock (Mailbox.Count);
-//   - started and completed: by the drive loops that run them;
-//   - settled: those that ended and gave back their place, by the drive
-//     loops a batch at a time, without a global cap (batchRelease), where
-//     submitted - settled is what the shard's tasks hold for Close's drain
-//     (see admitPlain).
+// shardCounts are a router shard's (or stripe's) plain-task counts (see
+// shardLocal), on lines apart by writer: submitted by submitters under the
+// shard's lock (queuePlain), in the count beside it (Mailbox.Count);
+// started and completed by the drive loops; settled (ended and gave back
+// their place) by the drive loops a batch at a time without a global cap
+// (batchRelease), where submitted - settled is what the shard's tasks hold
+// for Close's drain (see admitPlain).
 type shardCounts struct {
 	submitted *atomic.Uint64
 	taskCounts

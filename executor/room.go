@@ -9,20 +9,17 @@ import (
 )
 
 // room is the executor's waiting room for executor-wide room (WithMaxPending
-// under a policy that waits): a FIFO semaphore over a count it does not
-// own, the pending reservations, which Close's drain reads too; a waiter
-// handed a unit holds a reservation. No barging: while anyone waits, new
-// submissions line up behind them (see reserveTurn).
+// under a policy that waits): a FIFO semaphore over a count it does not own,
+// the pending reservations, which Close's drain reads too; a waiter handed a
+// unit holds a reservation. No barging: while anyone waits, new submissions
+// line up behind them (see reserveTurn).
 //
-// A waiter handed a unit must still take its place in its key's queue; it
-// is in transit, and counts as waiting, until it has taken its place or
-// was refused, and then says so (handOn). Units go to waiters in the
-// order they waited, and several may be in transit at once, so that room
-// freed by many tasks lets in many waiters together rather than one wake
-// after another; but only waiters on different keys (lanes): one whose
-// key a waiter in transit has waits until that one has its place, so calls
-// on one key enter its queue in the order they waited. A waiter that
-// leaves with a unit handed meanwhile gives back both, so neither is lost.
+// A waiter handed a unit is in transit, and counts as waiting, until it has
+// taken its place in its key's queue or was refused (handOn). Units go in
+// the order waiters came, several in transit at once so that room freed by
+// many tasks lets many in together, but only on different keys (lanes): a
+// waiter whose key one in transit has waits until that one is placed, so
+// calls on one key enter its queue in the order they waited.
 type room struct {
 	mu      sync.Mutex
 	waiters []*roomWaiter // guarded by mu; oldest first
@@ -38,15 +35,13 @@ type roomWaiter struct {
 	gone bool          // gave up; guarded by room.mu
 }
 
-// busy reports whether anyone waits, or was let in and has not yet taken
-// its place.
+// busy reports whether anyone waits or is in transit.
 func (r *room) busy() bool { return r.waiting.Load() > 0 }
 
-// wait waits in line on lane until a unit is handed over (the waiter is
-// returned, in transit: it calls handOn once it has taken its place), or
-// until ctx ends or closing is closed (nil). A unit handed over while it
-// was leaving is passed on with giveBack, so none is lost. If after fires
-// first, it calls late and waits on.
+// wait waits in line on lane until handed a unit (it returns the waiter, in
+// transit, which calls handOn once placed), or until ctx ends or closing
+// closes (nil; a unit handed meanwhile is passed on with giveBack, so none
+// is lost). If after fires first, it calls late and waits on.
 func (r *room) wait(ctx context.Context, lane uint64, closing <-chan struct{}, take func() bool, giveBack func(),
 	after <-chan time.Time, late func()) *roomWaiter {
 	w := &roomWaiter{ch: make(chan struct{}), lane: lane}
@@ -80,7 +75,7 @@ wait:
 	return nil
 }
 
-// hand gives units to the oldest waiters while take finds room, in order,
+// hand gives units to the oldest waiters, in order, while take finds room,
 // up to the first whose lane is in transit.
 func (r *room) hand(take func() bool) {
 	r.mu.Lock()
@@ -114,8 +109,7 @@ func (r *room) inTransit(lane uint64) bool {
 	return false
 }
 
-// handOn, called by the waiter w in transit once placed in its key's
-// queue or refused, ends its transit and hands units on if there is room.
+// handOn ends w's transit (placed or refused) and hands units on if there is room.
 func (r *room) handOn(w *roomWaiter, take func() bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -130,11 +124,9 @@ func (r *room) handOn(w *roomWaiter, take func() bool) {
 }
 
 // awaitEntering is for a caller that may not wait in line but finds the
-// room busy: if the only ones there are waiters in transit, it waits until
-// they have taken their places. It reports whether the caller may look for
-// room again (nobody waits, or those in transit are placed), and whether
-// it stopped because ctx ended or closing closed; with others in line,
-// neither.
+// room busy: if only waiters in transit are there, it waits until they are
+// placed. It reports whether the caller may look for room again and whether
+// it stopped as ctx ended or closing closed (with others in line, neither).
 func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (again, ended bool) {
 	r.mu.Lock()
 	switch n := int(r.waiting.Load()); {
@@ -159,12 +151,10 @@ func (r *room) awaitEntering(ctx context.Context, closing <-chan struct{}) (agai
 	return false, true
 }
 
-// parkGlobal waits in the room for executor-wide room until ctx ends or
-// the executor closes, watching, once it has waited watchAfter, the ctxs
-// of the tasks that hold room (watchGlobal: key and own are the
-// submission's; a DoMany, many, has no key of its own). On success the
-// caller holds a reservation and is in transit (handed), which it ends
-// (room.handOn) once placed in its key's queue or refused.
+// parkGlobal waits in the room for executor-wide room until ctx ends or the
+// executor closes, watching what holds room after watchAfter (watchGlobal;
+// many: a DoMany, with no key). On success the caller holds a reservation
+// and is in transit (handed) until room.handOn, once placed or refused.
 func (e *Executor[K]) parkGlobal(ctx context.Context, key K, many bool, own context.Context) (handed *roomWaiter, err error) {
 	late := lateWatch[K]{e: e, key: key, own: own, global: true}
 	defer late.stop()
@@ -186,8 +176,8 @@ func (e *Executor[K]) parkGlobal(ctx context.Context, key K, many bool, own cont
 	return nil, e.reject(ErrClosed)
 }
 
-// takeRoom takes a reservation if the executor-wide cap has room (called
-// by room.hand, under its lock, so takes are ordered).
+// takeRoom takes a reservation if the executor-wide cap has room; room.hand
+// calls it under its lock, so takes are ordered.
 func (e *Executor[K]) takeRoom() bool {
 	if e.pending.Load() >= int64(e.cfg.maxPending) {
 		return false

@@ -13,8 +13,7 @@ type Task struct {
 	ops *taskOps                // how to reach the submission the Task is part of
 }
 
-// waiters is the channel a Task closes when it ends and, for a plain
-// Submit that failed, the task's result (see Task.fail).
+// waiters is a Task's end channel and, for a failed plain Submit, its result.
 type waiters struct {
 	ch  chan struct{}
 	err error // written before ch is closed, never after
@@ -23,27 +22,20 @@ type waiters struct {
 // ended marks a Task that ended before anyone asked Done.
 var ended = &waiters{ch: func() chan struct{} { c := make(chan struct{}); close(c); return c }()}
 
-// taskOps is how a Task reaches the submission it is part of: a Task is
-// always a field of one (a Batcher message's submission, or a plain
-// Submit's plainSub) at a fixed offset, and each op steps back to it (see
-// subOf, plainOf). An executor keeps one taskOps per kind, which also
-// reach the executor: one pointer keeps a plainSub at 64 bytes, where an
-// interface to it would take two words and the plainSub a third for the
-// executor (80 bytes).
+// taskOps is how a Task reaches the submission or plainSub whose field it is
+// (subOf, plainOf). One per kind per executor, also reaching the executor:
+// one pointer keeps a plainSub at 64 bytes, where an interface would not.
 type taskOps struct {
-	// result is fn's error, or why the task never ran; read once it ended.
-	result func(t *Task) error
+	result func(t *Task) error // fn's error, or why it never ran; read once ended
 	// beforeWait checks re-entry and lends the waiter's slot for Wait.
 	beforeWait func(t *Task, ctx context.Context) (after func(), err error)
-	// submitter returns the ctx the task was submitted with, which Wait
-	// watches, and withdraw ends the task with err if it has not started:
-	// nothing else watches a queued task's ctx (see Submit).
+	// submitter is the task's submit ctx, which Wait watches; withdraw ends
+	// it with err if not started. Nothing else watches it (see Submit).
 	submitter func(t *Task) context.Context
 	withdraw  func(t *Task, err error)
 }
 
-// outerOf returns the T whose field at offset off is t. Every Task is made
-// as such a field (see taskOps), so the result lies inside t's allocation.
+// outerOf returns the T whose field at offset off is t (see taskOps).
 func outerOf[T any](t *Task, off uintptr) *T {
 	return (*T)(unsafe.Add(unsafe.Pointer(t), -int(off)))
 }
@@ -65,17 +57,16 @@ func (t *Task) Done() <-chan struct{} {
 	return t.w.Load().ch // ended (or another Done won)
 }
 
-// Wait blocks until the task ends or ctx ends. It returns fn's error (a
-// *PanicError if fn panicked), or why the task never ran (the submitter's
-// ctx error, ErrClosed), or ctx's error if ctx ended first; in that last case
-// the task is unaffected. A task that has ended gives its result whatever
-// ctx, even one that ended before the call. Called from inside a task whose ctx holds the
-// task's key, or while the task is queued behind a DoMany that waits for a
-// key the calling task holds, Wait returns ErrReentrant instead of
-// deadlocking; called from inside a task, it returns ErrDeadlock if the
-// wait would close a cycle of tasks waiting for each other's keys. In both
-// cases the task is unaffected. A nil Task, or a zero one that no Submit
-// returned, gives ErrNilTask.
+// Wait blocks until the task or ctx ends. It returns fn's error (a
+// *PanicError if fn panicked), why the task never ran (the submitter's ctx
+// error, ErrClosed), or, if ctx ends first, ctx's error, the task
+// unaffected. An ended task gives its result whatever ctx, even one ended
+// before the call. Called from inside a task whose ctx holds the task's
+// key, or while the task is queued behind a DoMany waiting for a key the
+// calling task holds, Wait returns ErrReentrant instead of deadlocking;
+// from inside a task, it returns ErrDeadlock if the wait would close a
+// cycle of tasks waiting for each other's keys. Either way the task is
+// unaffected. A nil Task, or a zero one no Submit returned, gives ErrNilTask.
 func (t *Task) Wait(ctx context.Context) error {
 	if t == nil || t.ops == nil {
 		return ErrNilTask
@@ -91,9 +82,8 @@ func (t *Task) Wait(ctx context.Context) error {
 		return err
 	}
 	defer after()
-	// The task's own ctx is watched only while someone waits: if it ends
-	// first, the task is withdrawn (a no-op once it has started) and Wait
-	// goes on waiting for its end, which comes at once unless it runs.
+	// The task's ctx is watched only while someone waits: if it ends, the
+	// task is withdrawn (a no-op once it runs), so its end comes at once.
 	var own <-chan struct{}
 	sub := t.ops.submitter(t)
 	if sub != nil {
@@ -144,10 +134,9 @@ func (t *Task) end() {
 	}
 }
 
-// fail records err, if not nil, as the result of a plain Submit before it
-// ends. A plainSub keeps no result, so only a task that fails pays for one:
-// its waiters, made now unless Done made them. Waiters read err once end
-// has closed the channel; a Task that has ended keeps its result.
+// fail records a non-nil err as a plain Submit's result before it ends:
+// only a failed task pays for one (its waiters, unless Done made them).
+// Waiters read err once end closed ch; an ended Task keeps its result.
 func (t *Task) fail(err error) {
 	if err == nil {
 		return
@@ -164,20 +153,18 @@ func (t *Task) fail(err error) {
 	}
 }
 
-// submission is an asynchronous job with fn's context and the caller's
-// Task, in one object; a Batcher.Submit's message embeds it.
+// submission is an asynchronous job, fn's ctx and its Task; Batcher messages
+// embed it.
 type submission[K comparable] struct {
 	job[K]
 	ctx  taskCtx[K]
 	task Task
 }
 
-// subOf returns the submission whose Task t is.
 func subOf[K comparable](t *Task) *submission[K] {
 	return outerOf[submission[K]](t, unsafe.Offsetof(submission[K]{}.task))
 }
 
-// subOps are a submission's taskOps.
 func subOps[K comparable]() taskOps {
 	return taskOps{
 		result: func(t *Task) error { return subOf[K](t).err },
@@ -193,21 +180,18 @@ func subOps[K comparable]() taskOps {
 	}
 }
 
-// Settle ends the task (mailbox.Work), then its Task: by then the result
-// is written and Stats account for it.
+// Settle ends the task (mailbox.Work), then its Task: result written, counted.
 func (s *submission[K]) Settle() {
 	s.job.Settle()
 	s.task.end()
 }
 
-// noop is the after function of a Wait that has nothing to undo.
 func noop() {}
 
-// checkWait is a Task's beforeWait (c: the task's ctx; on: what the wait
-// is on). From inside a task it refuses a wait on a key the task holds, on
-// a task queued behind a DoMany waiting for such a key (neither could ever
-// go first: see waitsOnCaller), or one that would close a cycle; else it
-// lends the task's slot for the wait, which after gives back.
+// checkWait is a Task's beforeWait (c: its ctx; on: the awaited). From
+// inside a task it refuses a wait on a key the task holds, on a task queued
+// behind a DoMany waiting for such a key (see waitsOnCaller), or one closing
+// a cycle; else it lends the task's slot for the wait, which after gives back.
 func (e *Executor[K]) checkWait(ctx context.Context, c *taskCtx[K], on waitee[K]) (after func(), err error) {
 	if c.ended() {
 		return noop, nil
@@ -239,46 +223,33 @@ type marker interface {
 	callerCtx() context.Context
 }
 
-// taskCtx is the context fn receives, one per call. It carries the caller's
-// values and deadline, is canceled with the caller's ctx, when a giving-up
-// Close cancels running tasks, and when fn returns; while fn runs it marks
-// the keys the task holds, for nested calls to see.
-//
-// It is a Do's only allocation (40 bytes with a string key). fn may keep
-// it (hand it to a goroutine, say), so it is never recycled: what is
-// recycled lives in the job it names while the task is alive. Nothing more
-// is allocated unless fn asks for Done, which makes a cancelable child of
-// the caller's ctx.
+// taskCtx is the context fn receives, one per call: the caller's values and
+// deadline, canceled with the caller's ctx, by a giving-up Close and as fn
+// returns; while fn runs it marks the keys the task holds, for nested calls.
+// A Do's only allocation, never recycled as fn may keep it; Done makes a
+// cancelable child of the caller's ctx on demand.
 type taskCtx[K comparable] struct {
 	parent context.Context // the caller's
 	key    K               // a single-key task's (a multi-key task's are its job's)
 
-	// st is the task's state, one word, read atomically once the context can
-	// be shared:
-	//
-	//   - nil: a queued plain Submit's (it gets its core as it starts; until
-	//     then a Wait on its Task reads only its key and whether it ended);
-	//   - a *core[K]: the task's job, live, nobody asked Done;
-	//   - the mark of an innerCtx[K] (a core whose in is the child): the
-	//     child Done made, which keeps the job;
+	// st is the task's state, read atomically once the context can be shared:
+	//   - nil: a queued plain Submit's (its core comes as it starts; until
+	//     then a Wait reads only its key and whether it ended);
+	//   - a *core[K]: the task's job, live, Done not asked;
+	//   - the mark of an innerCtx[K] (a core whose in is Done's child);
 	//   - endedState: the task ended before anyone asked Done.
-	//
-	// The job is the task's only while the context has not ended: then it may
-	// be recycled, so an ended context never reads it again (see live). A
-	// reader that found the context live may go on using what a job keeps for
-	// good (j.e) and, while its own task is blocked in a nested call, the
-	// lent-slot mark.
+	// An ended context never reads its job, which may be recycled (see live);
+	// a reader that found it live may go on using what a job keeps for good
+	// (j.e) and, while its task is blocked in a nested call, the lent-slot mark.
 	st unsafe.Pointer
 }
 
-// endedState is the st of a context that ended with no child: the address
-// of endedMark, compared, never read through.
+// endedState is the st of a context that ended with no child: endedMark's
+// address, compared, never read through.
 var endedState = unsafe.Pointer(&endedMark)
-
 var endedMark uint64
 
-// innerOf returns the child a st holds, or nil: st is then its mark, the
-// only core whose in is set.
+// innerOf returns the child a st holds (st is its mark), or nil.
 func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
 	if st == nil || st == endedState {
 		return nil
@@ -286,19 +257,15 @@ func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
 	return (*core[K])(st).in
 }
 
-// newTaskCtx makes a task context for the caller's ctx, on its own.
 func newTaskCtx[K comparable](ctx context.Context) *taskCtx[K] {
 	return &taskCtx[K]{parent: ctx}
 }
 
-// caller is the caller's ctx.
 func (c *taskCtx[K]) caller() context.Context { return c.parent }
 
-// load returns the context's state (see st).
 func (c *taskCtx[K]) load() unsafe.Pointer { return atomic.LoadPointer(&c.st) }
 
-// job returns the task's job, for the task itself (or a reader that holds
-// it: while the context is live).
+// job returns the task's job, for the task itself (or a reader while live).
 func (c *taskCtx[K]) job() *core[K] {
 	st := c.load()
 	if in := innerOf[K](st); in != nil {
@@ -308,9 +275,8 @@ func (c *taskCtx[K]) job() *core[K] {
 }
 
 // live returns the task's job while the context has not ended, else nil
-// (and nil for a nil context: a call made from outside any task). It
-// reads st once: ended() and then job() could see the task end between
-// the two, and take endedState for a job.
+// (also for a nil context: a call from outside any task). It reads st once:
+// ended() then job() could see the task end between, and take endedState.
 func (c *taskCtx[K]) live() *core[K] {
 	if c == nil {
 		return nil
@@ -380,8 +346,7 @@ func (c *taskCtx[K]) Done() <-chan struct{} {
 		cancel()
 		return c.Done()
 	}
-	// Installed while the task was live: end finds it and cancels it.
-	return ctx.Done()
+	return ctx.Done() // installed while live: end cancels it
 }
 
 func (c *taskCtx[K]) Err() error {
@@ -411,8 +376,7 @@ func (c *taskCtx[K]) Value(key any) any {
 func (c *taskCtx[K]) String() string { return "perkey.taskCtx" }
 
 // end cancels the context once fn has returned (or the task will never
-// run); from then on it no longer reads its job. Calling it again does
-// nothing.
+// run); it then no longer reads its job. Calling it again does nothing.
 func (c *taskCtx[K]) end() {
 	for {
 		st := c.load()
@@ -445,8 +409,8 @@ func (c *taskCtx[K]) single() bool {
 	return j != nil && j.multi == nil
 }
 
-// holds reports whether the running task holds key (by stripe, in striped
-// mode); false once it ended.
+// holds reports whether the running task holds key (by stripe if striped);
+// false once it ended.
 func (c *taskCtx[K]) holds(key K) bool {
 	j := c.live()
 	if j == nil {

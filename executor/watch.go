@@ -11,49 +11,24 @@ import (
 // Watching the room a waiting submission waits for.
 //
 // Nothing watches a queued task's ctx (see "Lazy cancellation" in
-// admit.go), so a task whose ctx ended would hold room until its queue
-// reached it, and a submission waiting for that room would wait for a task
-// that will never run. So while anyone waits for room, the ctxs of the
-// asynchronous tasks holding it are watched (context.AfterFunc), and the
-// end of one sweeps the keys its tasks were seen on (sweepKey, on
-// AfterFunc's goroutine, where the swept tasks' callbacks run). Synchronous
-// tasks need no watch: their callers withdraw them.
-//
-// A wait for room, at a key's cap or the executor's, watches only once it
-// has lasted roomWatchAfter (lateWatch). A registration costs about 1 µs
-// and 500 B per distinct ctx, and a producer held at a cap waits about as
-// long as the tasks ahead take to run: with a ctx per task, watching every
-// wait from its start cost each task a registration and a look at what
-// holds the room, and a producer at a full key ran 3 to 4 times slower
-// than since. A room whose
-// tasks move lets its waiters in before they watch anything; only one that
-// stands still (its tasks blocked, or slow) needs the watch, and then an
-// ended ctx ahead lets the waiter in at most roomWatchAfter late. Arrival
-// at the cap still sweeps first (admit), so a ctx that ended before the
-// wait began never holds it up, unless the room is large and was swept
-// less than capSweepEvery before (see "Lazy cancellation" in admit.go).
-//
-// The waiters of one room share one watch (roomWatch), which watches each
-// distinct ctx (by its Done channel) once and ends with the last waiter.
-// Its cost is the waiters', never a queued task's, and is bounded by what
-// holds room: each look drops what it did not find (prune), so a room that
-// never empties (a hot key under Block, each submission with its own ctx)
-// keeps no registration per submission it ever let in.
-//
-//   - A key's room (watchKey): the key's unstarted tasks, queued or in a
-//     running batch, and the submissions parked before the waiter, its own
-//     included once let in (nobody else enters ahead of it). Each waiter
-//     looks at the key's mailbox under its lock.
-//   - The executor's room (watchGlobal, WithMaxPending): the same, over
-//     every key. The first waiter to watch looks at every mailbox, one shard
-//     lock at a time; a later one adds only its own ctx (nobody else takes room
-//     while anyone waits), and looks again once the watch has doubled since
-//     the last look: O(1) amortised per waiter. A submission that reserved
-//     room before a waiter came may be queued after that waiter's look
-//     passed its key: it adds its own ctx as it is queued (watchLate).
+// admit.go), so a task whose ctx ended would hold room, and a submission
+// waiting for it would wait, until its queue reached it. So while anyone
+// waits for room, the ctxs of the asynchronous tasks holding it are watched
+// (context.AfterFunc), and the end of one sweeps the keys its tasks were
+// seen on (sweepKey, on AfterFunc's goroutine, where the swept tasks'
+// callbacks run); synchronous tasks' callers withdraw them. A wait is
+// watched only once it has lasted roomWatchAfter (lateWatch): a room whose
+// tasks move lets its waiters in before then, and one that stands still at
+// most roomWatchAfter after a ctx ahead ended (ARCHITECTURE.md,
+// "Cancellation", has the costs). Arrival at a cap still sweeps first
+// (admit; a large room at most once per capSweepEvery).
 
-// roomWatch is the watch shared by the submissions waiting in one room.
-// Guarded by Executor.watchMu.
+// roomWatch is the watch shared by the waiters of one room, a key's
+// (watchKey) or the executor's (watchGlobal), guarded by Executor.watchMu.
+// It watches each distinct ctx (by its Done channel) once and ends with the
+// last waiter. Its cost is the waiters', never a queued task's, and bounded
+// by what holds room: each look drops what it missed (prune), so a room
+// that never empties keeps no registration per submission it let in.
 type roomWatch[K comparable] struct {
 	waiters int                                // submissions that use it
 	watched map[<-chan struct{}]*watchedCtx[K] // by Done channel
@@ -74,12 +49,11 @@ type seen[K comparable] struct {
 	key K
 }
 
-// watchKey watches, for a submission waiting in key's room (m locked; see
-// lateWatch), the ctxs of what is ahead of it (and of what was parked
-// behind it since), and own (its ctx if it is asynchronous). If any of them
-// can end it joins key's watch and reports true, and calls leaveKey as it
-// leaves; if none can, nothing ahead of it ever needs watching (what is let
-// in before it was parked ahead of it), and it costs nothing.
+// watchKey watches, for a submission waiting in key's room (m locked), the
+// ctxs of what is ahead of it or parked since (eachAhead), and own (its ctx
+// if asynchronous). If any can end it joins key's watch, reports true and
+// calls leaveKey as it leaves; if none can, nothing ahead of it ever needs
+// watching (what is let in before it was parked ahead of it): no cost.
 func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (joined bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -110,8 +84,7 @@ func (e *Executor[K]) watchKey(m *mailbox.Mailbox, key K, own context.Context) (
 	return true
 }
 
-// roomWatchAfter is how long a wait for room (a key's or the executor's)
-// lasts before it watches what holds the room (see "Watching the room").
+// roomWatchAfter is how long a wait for room lasts before it is watched.
 const roomWatchAfter = time.Millisecond
 
 // newStoppedTimer makes a timer for Executor.timers.
@@ -121,9 +94,7 @@ func newStoppedTimer() any {
 	return t
 }
 
-// lateWatch is the watch of one wait for room, begun once the wait has
-// lasted watchAfter (see "Watching the room"): in key's room, or in the
-// executor's if global.
+// lateWatch watches a wait for room (key's, or global) once it lasted watchAfter.
 type lateWatch[K comparable] struct {
 	e      *Executor[K]
 	key    K
@@ -133,17 +104,15 @@ type lateWatch[K comparable] struct {
 	joined bool        // watch joined the room's watch: stop leaves it
 }
 
-// arm starts the wait's clock: the channel fires once it has lasted
-// watchAfter, and the waiter then calls watch.
+// arm starts the wait's clock; the waiter calls watch as the channel fires.
 func (w *lateWatch[K]) arm() <-chan time.Time {
 	w.t = w.e.timers.Get().(*time.Timer)
 	w.t.Reset(w.e.watchAfter)
 	return w.t.C
 }
 
-// watch joins the room's watch (watchKey, watchGlobal) for the rest of the
-// wait. The key's mailbox is gone only if the waiter was let in and its
-// queue drained since: then there is nothing to watch.
+// watch joins the room's watch for the rest of the wait. No mailbox: the
+// waiter was let in and its queue drained since, so nothing to watch.
 func (w *lateWatch[K]) watch() {
 	if w.global {
 		w.e.watchGlobal(w.key, w.own)
@@ -171,8 +140,7 @@ func (w *lateWatch[K]) stop() {
 	}
 }
 
-// leaveKey is a waiter leaving key's room (see watchKey): its watch is
-// there until its last waiter leaves.
+// leaveKey is a waiter leaving key's room; the last one ends its watch.
 func (e *Executor[K]) leaveKey(key K) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -181,11 +149,9 @@ func (e *Executor[K]) leaveKey(key K) {
 	}
 }
 
-// watchGlobal is watchKey for the executor's room: the caller, a
-// submission on key about to wait there, calls leaveGlobal as it leaves.
-// It takes the router's shard locks, so the caller holds none. The watch
-// is kept between waits (emptied as the last waiter leaves), so a wait with
-// nothing to watch allocates nothing.
+// watchGlobal is watchKey for the executor's room; the caller, on key, holds
+// no shard lock (it takes each in turn) and calls leaveGlobal as it leaves.
+// The watch is kept between waits: one with nothing to watch allocates none.
 func (e *Executor[K]) watchGlobal(key K, own context.Context) {
 	gen, look := e.joinGlobal(key, own)
 	if !look {
@@ -206,7 +172,9 @@ func (e *Executor[K]) watchGlobal(key K, own context.Context) {
 }
 
 // joinGlobal makes the caller a waiter of the executor's watch, adds own,
-// and reports whether the caller is to look at every queue, as gen.
+// and reports whether it is to look at every queue (as gen): the first
+// waiter does, and a later one once the watch has doubled since the last
+// look (O(1) amortised); nobody else takes room while anyone waits.
 func (e *Executor[K]) joinGlobal(key K, own context.Context) (gen uint64, look bool) {
 	e.watchMu.Lock()
 	defer e.watchMu.Unlock()
@@ -237,12 +205,10 @@ func (e *Executor[K]) leaveGlobal() {
 
 // watchLate adds own, the ctx of an asynchronous submission on key that
 // holds executor-wide room and is about to be queued (or parked) on m,
-// locked, to the executor's watch if anyone waits for room there. A
-// waiter's look may have missed the submission: it reserved before the
-// waiter came, and m's lock was free when the look passed m. Either this
-// load sees the waiter, counted before its look, or the look takes m's
-// lock after this submission has queued and finds it there. While nobody
-// waits it costs one atomic load.
+// locked, to the executor's watch if anyone waits there. A waiter's look
+// may have passed m before the submission, reserved earlier, was queued:
+// either this load sees the waiter, counted before its look, or the look
+// takes m's lock after the submission queued and finds it.
 func (e *Executor[K]) watchLate(key K, own context.Context) {
 	if e.globalWaiters.Load() == 0 {
 		return
@@ -258,9 +224,7 @@ func newRoomWatch[K comparable]() *roomWatch[K] {
 	return &roomWatch[K]{watched: make(map[<-chan struct{}]*watchedCtx[K])}
 }
 
-// eachAhead calls f (m locked) with the ctx of each of m's asynchronous
-// tasks that have not started, and of its parked asynchronous submissions,
-// that can end (Done not nil).
+// eachAhead is eachAsync for the ctxs that can end (Done not nil).
 func (e *Executor[K]) eachAhead(m *mailbox.Mailbox, f func(ctx context.Context)) {
 	e.eachAsync(m, func(ctx context.Context) {
 		if ctxDone(ctx) != nil {
@@ -270,9 +234,8 @@ func (e *Executor[K]) eachAhead(m *mailbox.Mailbox, f func(ctx context.Context))
 }
 
 // eachAsync calls f (m locked) with the caller's ctx of each of m's
-// asynchronous tasks that have not started (queued, or in a running batch)
-// and of its parked asynchronous submissions. A plain Go with
-// context.Background() has none to give.
+// unstarted asynchronous tasks (queued, or in a running batch) and parked
+// asynchronous submissions; a plain Go with context.Background() has none.
 func (e *Executor[K]) eachAsync(m *mailbox.Mailbox, f func(ctx context.Context)) {
 	async := func(t *mailbox.Turn) {
 		if j := jobOf[K](t); j.async {
@@ -289,8 +252,7 @@ func (e *Executor[K]) eachAsync(m *mailbox.Mailbox, f func(ctx context.Context))
 	})
 }
 
-// look starts a look at what is ahead: what it finds is kept, and what was
-// watched before it and it does not find is dropped (prune).
+// look starts a look at what is ahead; prune then drops what it missed.
 func (w *roomWatch[K]) look() uint64 {
 	w.gen++
 	return w.gen
