@@ -13,25 +13,21 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// DefaultMaxBatch is how many messages a Batcher hands its BatchFunc at most,
-// unless WithMaxBatch says otherwise. At a hundred, the sinks batches are for
-// (a multi-row INSERT, an Elasticsearch bulk request, an HTTP call carrying
-// many events) have long amortised their per-call cost, while a batch that
-// fails and is retried by its callers stays small.
+// DefaultMaxBatch is the most messages a Batcher hands its BatchFunc at once
+// unless WithMaxBatch says otherwise: it amortises a sink's per-call cost (a
+// multi-row INSERT, a bulk request) and keeps a failed, retried batch small.
 const DefaultMaxBatch = 100
 
-// BatchFunc handles the consecutive queued messages of one key, in
-// submission order. It returns nil if every message succeeded, a
-// BatchErrors of len(msgs) to fail single messages, or any other error to
-// fail them all. ctx carries the values of the first message's ctx and marks
-// key as held (nested calls see it as Do's fn would); it is not canceled by
-// any one message's ctx, only when a giving-up Close cancels running tasks.
+// BatchFunc handles consecutive queued messages of one key, in submission
+// order. It returns nil if all succeeded, a BatchErrors of len(msgs) to fail
+// single messages, or any other error to fail them all. ctx carries the first
+// message's ctx values and, as Do's fn's ctx does, marks key as held; no
+// message's ctx cancels it, only a giving-up Close that cancels running tasks.
 type BatchFunc[K comparable, M any] func(ctx context.Context, key K, msgs []M) error
 
-// BatchErrors is what a BatchFunc returns to fail single messages: the i-th
-// error is message i's outcome (nil: it succeeded). Its length must be the
-// number of messages; if it is not, every message fails with an error
-// saying so.
+// BatchErrors is what a BatchFunc returns to fail single messages: error i
+// is message i's outcome (nil: it succeeded). If its length is not the number
+// of messages, every message fails with an error saying so.
 type BatchErrors []error
 
 // Error summarises the failures.
@@ -48,8 +44,7 @@ func (b BatchErrors) Error() string {
 	return fmt.Sprintf("perkey: %d of %d messages failed; the first: %v", n, len(b), first)
 }
 
-// BatchOption configures a Batcher. A bad value makes NewBatcher return an
-// error.
+// BatchOption configures a Batcher. A bad value makes NewBatcher fail.
 type BatchOption func(*batchConfig) error
 
 type batchConfig struct {
@@ -69,26 +64,22 @@ func WithMaxBatch(n int) BatchOption {
 }
 
 // Batcher hands a key's queued messages to one BatchFunc call, in order.
-// Its messages are tasks of their key on the executor it runs on:
-// each counts as one pending task for WithMaxQueuePerKey, WithMaxPending,
-// the Policy, the Observer and Stats, and they keep their FIFO place among
-// the key's other tasks (Do, Submit, Go, DoShared, DoMany). When a key's
-// turn comes, the messages queued back to back at the head of its queue, up
-// to WithMaxBatch, go to one call, as one task of the key: no other task of
-// the key runs meanwhile, and another task queued between two messages
-// splits them into two batches. A message whose ctx ended before its batch
-// started is left out, and its Wait returns the ctx's error. Each message
-// ends with its own outcome (see BatchFunc); a panic in the BatchFunc fails
-// every message of the batch with the *PanicError and is logged once, and
-// the key goes on. A message submitted on an idle key with a free slot
-// (Do) may run alone at once, as Do's fn would.
+// Each message is a task of its key: one pending task for the caps, the
+// Policy, the Observer and Stats, in FIFO order among the key's other tasks.
+// When the key's turn comes, the messages queued back to back at the head
+// of its queue, up to WithMaxBatch, go to one call, run as one task of the
+// key; a task queued between two messages splits them into two batches. A
+// message whose ctx ended before its batch started is left out, and its Wait
+// returns the ctx's error. Each message ends with its own outcome (see
+// BatchFunc); a panic in the BatchFunc fails every message of the batch with
+// the *PanicError, is logged once, and the key goes on. A message submitted
+// with Do on an idle key with a free slot may run alone at once.
 //
-// In striped mode (executor.WithStripes) messages of keys that share a
-// stripe may be queued back to back: they go to one run of the stripe, one
-// BatchFunc call per key in order, and end together when the run does.
+// In striped mode messages of keys sharing a stripe may be queued back to
+// back: one run, one BatchFunc call per key in order, ending together.
 //
 // There is no linger: a batch holds what is queued when it starts, so a
-// lightly loaded key runs each message at once, and batches grow with the
+// lightly loaded key runs each message at once and batches grow with the
 // backlog. All methods are safe for concurrent use.
 type Batcher[K comparable, M any] struct {
 	e     *Executor[K]
@@ -122,10 +113,8 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 	b := &Batcher[K, M]{e: e, fn: fn}
 	b.group = mailbox.Group{Max: cfg.max, Run: b.run}
 	if e.cfg.stripes > 0 {
-		// A run is one call, of one key's messages: in striped mode keys
-		// sharing a stripe queue together, and a message of the next key waits,
-		// not started, where a giving-up Close finds it. Without stripes a
-		// mailbox queues one key.
+		// A run is one key's messages: the next key's wait unstarted, where a
+		// giving-up Close finds them. Without stripes a mailbox is one key.
 		b.group.Same = func(a, c *mailbox.Turn) bool {
 			return jobOf[K](a).ctx.key == jobOf[K](c).ctx.key
 		}
@@ -134,10 +123,8 @@ func NewBatcher[K comparable, M any](e *Executor[K], fn BatchFunc[K, M], opts ..
 }
 
 // batchSubmit is a message submitted with Batcher.Submit: an asynchronous
-// job and its message, in one object. g and msg come first, next to the
-// job's Turn: a queued message's first touch is a cache miss, and a drive
-// loop cutting a batch reads each one's group, and run its message, so
-// they share a cache line with what the drive loop reads anyway.
+// job and its message in one object. g and msg sit next to the job's Turn,
+// on the cache line a drive loop cutting a batch misses on anyway.
 type batchSubmit[K comparable, M any] struct {
 	g   *mailbox.Group
 	msg M
@@ -162,8 +149,7 @@ func (m *batchDo[K, M]) Group() *mailbox.Group { return m.g }
 
 type message[M any] interface{ message() M }
 
-// alone returns the fn that runs msg as a batch of one, as a task run
-// outside a drive loop's batch does (an inline Do).
+// alone returns the fn that runs msg as a batch of one (an inline Do).
 func (b *Batcher[K, M]) alone(key K, msg M) func(context.Context) error {
 	return func(ctx context.Context) error {
 		err := b.fn(ctx, key, []M{msg})
@@ -177,9 +163,8 @@ func (b *Batcher[K, M]) alone(key K, msg M) func(context.Context) error {
 	}
 }
 
-// queuedOnly is the fn of a message submitted with Submit, never called: a
-// drive loop runs every turn of a group through the group. If it were, the
-// message would fail rather than run a batch of one out of turn.
+// queuedOnly is the fn of a message queued by Submit, never called: its group
+// runs it. Were it called, the message would fail, not run out of turn.
 func queuedOnly(context.Context) error {
 	return errors.New("perkey: internal error: a queued Batcher message ran outside its batch")
 }
@@ -251,15 +236,13 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 	return e.wait(ctx, j, outer, p == queuedLent)
 }
 
-// run is the group's Run: it hands the messages of ts, turns of one
-// mailbox's queue in order, to fn, one call per run of equal keys (in
-// striped mode, keys sharing a stripe may follow each other).
+// run is the group's Run: it hands the messages of ts (one mailbox's turns,
+// in order) to fn, one call per run of equal keys.
 func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	e := b.e
-	// Every message is accounted for before a callback hears of it. If one
-	// calls runtime.Goexit (fn on an earlier key's messages, the Observer, the
-	// error handler), those not yet accounted for end with ErrGoexit as the
-	// goroutine exits, and the mailbox hands the rest of its queue on (Group).
+	// Every message is accounted for before a callback hears of it; if one
+	// calls runtime.Goexit, those not yet accounted for end with ErrGoexit,
+	// and the mailbox hands the rest of its queue on (Group).
 	done := false
 	defer func() {
 		if !done {
@@ -270,8 +253,7 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 			})
 		}
 	}()
-	// jobs is scratch, reused: nothing keeps it once the run returns.
-	// msgs is fn's to keep, so each call gets its own.
+	// jobs is reused scratch; msgs is fn's to keep, so each run has its own.
 	scratch, _ := b.jobs.Get().(*[]*job[K])
 	if scratch == nil {
 		scratch = new([]*job[K])
@@ -281,10 +263,8 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	// The batch starts now: a Close that gives up later sees it running.
 	closed := e.force.Err() != nil
 	for _, t := range ts {
-		// A queued message's first touch is a likely cache miss: one type
-		// switch gives its message, job and (for Submit's) context, with no
-		// interface lookup and no load of j.ctx, so the misses of successive
-		// messages overlap.
+		// One type switch, with no interface call and no load of j.ctx, so
+		// that successive messages' cache misses overlap.
 		var j *job[K]
 		var c *taskCtx[K]
 		var msg M
@@ -330,10 +310,10 @@ func (b *Batcher[K, M]) run(ts []*mailbox.Turn) {
 	b.jobs.Put(scratch)
 }
 
-// call runs fn on one key's messages and ends each of their jobs with its
-// outcome. A panic fails them all with the *PanicError; a runtime.Goexit
-// (in fn, TaskStarted, or the logger reporting fn's panic) ends them all
-// with ErrGoexit as the goroutine goes on exiting (see invoke).
+// call runs fn on one key's messages and ends each job with its outcome. A
+// panic fails them all with the *PanicError; a runtime.Goexit (in fn,
+// TaskStarted, or the logger reporting fn's panic) ends them all with
+// ErrGoexit as the goroutine exits (see invoke).
 func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	e := b.e
 	first := jobs[0].ctx
@@ -374,11 +354,10 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	b.end(c, jobs, err, errs, OK, start)
 }
 
-// end ends the jobs of a batch run with context c: each with err, or with
-// its own of errs if not nil, and outcome (Failed for an error if OK). All
-// are accounted for before the Observer hears of any, and it hears of each
-// even if it calls runtime.Goexit. Without an Observer this costs one count
-// for the batch, not one contended atomic add per message.
+// end ends the jobs of a batch run with context c: each with err, or its own
+// of errs if not nil, and outcome (Failed for an error if OK). All are
+// accounted for before the Observer hears of any; it hears of each even if
+// it calls runtime.Goexit.
 func (b *Batcher[K, M]) end(c *taskCtx[K], jobs []*job[K], err error, errs BatchErrors, outcome Outcome, start time.Time) {
 	e := b.e
 	c.end()

@@ -9,61 +9,53 @@ import (
 
 // Deadlock detection (see ErrDeadlock).
 //
-// Only a nested call (a task waiting with its own ctx) can take part in a
-// cycle: a call from outside any task holds no key. So the wait-for graph
-// has one moving part, the nested waits in progress (blockers), and is
-// searched as a nested call would wait, as PostgreSQL and InnoDB search
-// theirs, but at once rather than after a timeout. The edges:
+// Only a nested call (a task waiting with its own ctx) can be in a cycle: a
+// call from outside any task holds no key. So the wait-for graph's one moving
+// part is the nested waits in progress (blockers), searched as a nested call
+// is about to wait, not after a timeout. The edges:
 //
-//   - a waiting turn (queued, or parked for room) waits for the tasks that
-//     hold one of its keys, and for every multi-key turn holding one of its
+//   - a waiting turn (queued, or parked for room) waits for the tasks holding
+//     one of its keys, and for every multi-key turn holding one of its
 //     mailboxes or queued ahead of it there (a DoMany holds each key it
 //     reaches the head of while it waits for the others);
-//   - a turn parked for room (backpressure.Block) waits for the key's
-//     holder if one task (or a batch) holds the key exclusively, as room
-//     comes only once it ends; behind shared holders, any of which may give
-//     room, it adds no edge;
-//   - a queued shared turn that will join a shared group (nothing exclusive
-//     holds its key or is queued ahead of it) waits only for a worker;
+//   - a turn parked for room (backpressure.Block) waits for the key's holder
+//     if one task (or batch) holds the key exclusively, as room comes only
+//     once it ends; behind shared holders, any of which may give room, no edge;
+//   - a queued shared turn that will join a shared group waits for a worker;
 //   - a running turn, or any holder, waits for what its task's nested wait
-//     waits for, if it is blocked in one; else for nothing (it will return,
-//     and a later wait is checked in turn). Its task is found by its
-//     context or, for an exclusive turn, as whoever holds its keys (a
-//     Batcher's batch runs under a context of its own); a running turn of
-//     the caller's own chain closes a cycle at once;
-//   - a plain Submit (no Turn: see plain.go) waits as an exclusive turn
-//     does: queued while in its key's ring, running once in a batch.
+//     waits for if it is blocked in one, else for nothing (a later wait is
+//     checked in turn). Its task is found by its context or, for an exclusive
+//     turn, as whoever holds its keys (a Batcher's batch runs under a context
+//     of its own); a running turn of the caller's own chain closes a cycle;
+//   - a plain Submit (no Turn: see plain.go) waits as an exclusive turn does:
+//     queued while in its key's ring, running once in a batch.
 //
 // Every blocked holder is a blocker, filed under the keys its chain holds.
-// The search starts from the turn the new wait is on and fails when it
-// reaches a key the caller's own chain holds: the wait would close a
-// cycle, and is refused with ErrDeadlock. One lock serialises the checks
-// and the filing, so of two waits that close a cycle together the second
-// sees the first. Edges between turns only appear at a queue's tail,
+// The search starts at the turn the new wait is on and fails, with
+// ErrDeadlock, on reaching a key the caller's chain holds. One lock
+// serialises checks and filing, so of two waits closing a cycle together the
+// second sees the first. Edges between turns appear only at a queue's tail,
 // behind every filed wait, so a wait found acyclic stays so until a later
-// wait joins it, and that one is checked.
+// wait, itself checked, joins it.
 //
-// Not seen: waits outside the executor (a channel, another executor, a
-// mutex), nested calls made with a detached ctx (calls from outside any
-// task), a DoMany polling for room under Block (it holds nothing while it
-// polls), and a wait for room behind shared holders: room may come from
-// any of them, and the check does not prove that each waits for the
-// caller, so such a cycle lasts until a ctx ends (never a false refusal).
+// Not seen: waits outside the executor (a channel, a mutex, another
+// executor), nested calls made with a detached ctx, a DoMany polling for
+// room under Block (it holds nothing meanwhile), and a wait for room behind
+// shared holders (room may come from any of them): such a cycle lasts until
+// a ctx ends. A refusal is never false.
 
 // waits is the set of nested waits in progress.
 type waits[K comparable] struct {
 	mu sync.Mutex
-	// byKey files each blocker under the keys its chain holds (in striped
-	// mode under their stripes); guarded by mu.
+	// byKey files blockers under the keys (stripes) their chains hold; guarded by mu.
 	byKey map[any][]*blocker[K]
-	// of is the blocker each blocked task is in (the task, or one running
-	// inline inside it, waits); guarded by mu. A map rather than a field of
-	// taskCtx: only nested calls pay for it.
+	// of is each blocked task's blocker (it or an inline task in it waits);
+	// guarded by mu. A map, not a taskCtx field: only nested calls pay for it.
 	of map[*taskCtx[K]]*blocker[K]
 }
 
-// blocker is a nested wait in progress: a task (and the tasks it is nested
-// in on the same goroutine) blocked until on ends or is admitted.
+// blocker is a nested wait: a task (and those it is nested in on the same
+// goroutine) blocked until on ends or is admitted.
 type blocker[K comparable] struct {
 	on     waitee[K]
 	keys   []any         // where it is filed
@@ -84,15 +76,14 @@ func (e *Executor[K]) file(k K) any {
 	return k
 }
 
-// block files a nested call made with ctx, about to wait for the turn on,
-// as a blocker, unless that wait would close a cycle: then it files nothing
-// and returns ErrDeadlock. The caller ends the wait with unblock.
+// block files a nested call made with ctx, about to wait for on, as a
+// blocker; if the wait would close a cycle it files nothing and returns
+// ErrDeadlock. unblock ends the wait.
 func (e *Executor[K]) block(ctx context.Context, on waitee[K]) (*blocker[K], error) {
 	w := &e.waits
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// No multi-key turn is half enqueued while multiMu is held, so the
-	// mailboxes of every one the search meets are set.
+	// Under multiMu no multi-key turn is half enqueued: their mailboxes are set.
 	e.multiMu.Lock()
 	cycle := e.closesCycle(ctx, on)
 	e.multiMu.Unlock()
@@ -154,9 +145,8 @@ func (e *Executor[K]) unblock(b *blocker[K]) {
 	}
 }
 
-// closesCycle reports whether a wait made with ctx on start would wait,
-// through the graph described above, for a key held by the caller's own
-// chain (with w.mu and multiMu held).
+// closesCycle reports whether a wait made with ctx on start would wait, in
+// the graph above, for a key the caller's chain holds (w.mu, multiMu held).
 func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 	seen := make(map[waitee[K]]struct{})
 	seenB := make(map[*blocker[K]]struct{})
@@ -189,8 +179,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 		}
 		seen[w] = struct{}{}
 		if p := w.p; p != nil {
-			// A plain Submit: queued, it waits as a queued exclusive turn
-			// does; taken into a running batch, as a running one does.
+			// A plain Submit waits as an exclusive turn, queued or running, does.
 			live, queued := e.plainAhead(p, push)
 			if !live {
 				continue // ended: it waits for nothing
@@ -232,8 +221,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 			if t.Shared() {
 				continue // other holders of a shared key are not its task
 			}
-			// An exclusive turn's task is whoever holds its keys: a batch
-			// of messages, say, blocked under the batch's context.
+			// Its task is whoever holds its keys (a batch has its own ctx).
 			if holders(keys) {
 				return true
 			}
@@ -242,11 +230,9 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 			continue // granted (it runs as soon as a slot is free), or ended
 		}
 		if parked, exclusive, many := t.ParkedBehind(); parked {
-			// Waiting for room, which any pending task of the key can give.
-			// Only behind an exclusive holder is it that one task's to give
-			// (the queued ones wait for it too); behind shared holders or a
-			// moving queue, room may come from a task that waits for nothing:
-			// no edge.
+			// Room is an exclusive holder's to give (the queued tasks wait for
+			// it too); behind shared holders or a moving queue it may come
+			// from a task that waits for nothing: no edge.
 			if !exclusive {
 				continue
 			}

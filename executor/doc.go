@@ -1,9 +1,6 @@
-// Package executor runs closures one at a time per key and in parallel
-// across keys, in place of a lock per key.
-//
-// Closures with the same key run one at a time, in submission order; those
-// with different keys run in parallel, at most WithWorkers at once. A key
-// costs memory only while it has work.
+// Package executor runs closures one at a time per key, in submission order,
+// and in parallel across keys (at most WithWorkers at once), in place of a
+// lock per key. A key costs memory only while it has work.
 //
 //	exec, err := executor.New[string](executor.WithMaxQueuePerKey(100))
 //	if err != nil { ... }
@@ -24,9 +21,8 @@
 //     *PanicError; the key's next task runs normally.
 //   - At a cap (WithMaxQueuePerKey, WithMaxPending) a submission fails at once
 //     with ErrBusy, or waits if WithPolicy says so. Without one, Go and Submit
-//     never wait: a producer faster than the workers queues without bound.
-//     WithMaxQueuePerKey with backpressure.Block() makes it wait for room, as
-//     a send on an actor's full channel does.
+//     never wait: a producer faster than the workers queues without bound;
+//     backpressure.Block() at a per-key cap makes it wait for room instead.
 //   - A Do, DoShared or DoMany from inside a task, with the task's ctx, on a key
 //     the task holds returns ErrReentrant (WithReentrant runs it inline); on
 //     another key it completes, even with WithWorkers(1). Tasks that would wait
@@ -36,6 +32,6 @@
 //     tasks not started fail with ErrClosed, running ones see their ctx
 //     canceled, and Close returns ctx's error at once.
 //
-// The repository's README is the guide; ARCHITECTURE.md and BENCHMARKS.md
-// hold the internals and the figures.
+// The README is the guide; ARCHITECTURE.md and BENCHMARKS.md hold the
+// internals and the figures.
 package executor

@@ -9,16 +9,15 @@ import (
 	"go.uber.org/zap"
 )
 
-// DoMany runs fn holding every key in keys: no other task of any of those
-// keys runs during fn, and on each key fn keeps its FIFO place. Duplicate
-// keys (in striped mode, keys on one stripe) count once; no keys is
-// ErrNoKeys. If any key is at its cap nothing is enqueued and the
-// *backpressure.BusyError names that key. Concurrent DoMany and Do calls
-// made from outside tasks never deadlock, whatever the keys and whatever
-// their type: K needs no ordering (a nested call that would wait behind a
-// DoMany waiting for its own task returns ErrReentrant: see "Nested calls"
-// in the package doc). A DoMany is one task for WithMaxPending
-// and one pending task on each of its keys. Everything else is as for Do.
+// DoMany runs fn holding every key in keys: no other task of those keys runs
+// during fn, and on each key fn keeps its FIFO place. Duplicate keys (in
+// striped mode, keys on one stripe) count once; no keys is ErrNoKeys. If any
+// key is at its cap nothing is enqueued and the *backpressure.BusyError
+// names that key. Concurrent DoMany and Do calls made from outside tasks
+// never deadlock, whatever the keys: K needs no ordering. A nested call that
+// would wait behind a DoMany waiting for its own task returns ErrReentrant.
+// A DoMany is one task for WithMaxPending and one pending task on each of its
+// keys. Everything else is as for Do.
 func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
@@ -74,13 +73,12 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 			}
 		}
 		if v == backpressure.Wait {
-			// Waiting in line on every key would hold room on the free ones,
-			// which a task nested on them may need while it holds a key this
-			// DoMany waits for (see backpressure.Block), so a DoMany polls
-			// instead. Each try is a fresh job: a giving-up Close may still
-			// hold the withdrawn one (it lists the queued tasks, then cancels
-			// them unlocked) and must find it canceled, not queued again. The
-			// GC takes it, like a rejected one.
+			// Poll: waiting in line on every key would hold room on the free
+			// ones that a task nested there may need while it holds a key
+			// this DoMany waits for (see backpressure.Block). Each try is a
+			// fresh job: a giving-up Close, which cancels what it listed
+			// unlocked, may still hold the withdrawn one and must find it
+			// canceled.
 			if err = e.pause(ctx, backoff, outer); err == nil {
 				j = e.syncJob(ctx, fn, zero, &keys)
 				entries = j.turn.InitMany(j, len(keys))
@@ -95,10 +93,10 @@ func (e *Executor[K]) DoMany(ctx context.Context, keys []K, fn func(context.Cont
 	return e.wait(ctx, j, outer, false)
 }
 
-// enqueueManyHanded is enqueueMany for a call that may have been let in
-// from the global waiting room (handed): its transit ends once j is queued
-// or refused on a key, even if a Policy exits the goroutine. A DoMany
-// keeps no place in line, so its retries are not in transit.
+// enqueueManyHanded is enqueueMany for a call maybe let in from the global
+// waiting room (handed): its transit ends once j is queued or refused on a
+// key, even if a Policy exits the goroutine. A DoMany keeps no place in line,
+// so its retries are not in transit.
 func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K], handed *roomWaiter) (backpressure.Verdict, error) {
 	if handed != nil {
 		defer e.room.handOn(handed, e.takeRoom)
@@ -106,25 +104,22 @@ func (e *Executor[K]) enqueueManyHanded(ctx context.Context, j *job[K], entries 
 	return e.enqueueMany(ctx, j, entries, outer)
 }
 
-// enqueueMany puts a multi-key job in all its mailboxes. If a key is at
-// its cap, or a nested call (outer is its task) would wait on a mailbox
-// behind a DoMany that waits for the task (see waitsOnCaller), the entries
-// already queued are withdrawn and nothing is left behind.
+// enqueueMany puts a multi-key job in all its mailboxes. If a key is at its
+// cap, or a nested call (outer is its task) would wait behind a DoMany that
+// waits for the task (see waitsOnCaller), the entries already queued are
+// withdrawn and nothing is left behind.
 //
-// Deadlock freedom: multiMu serialises the enqueues of multi-key tasks, so
-// any two, A and B, are queued in the same relative order (say A before
-// B) in every mailbox they share. Order all multi-key tasks that way. The
-// oldest multi-key task T that has not run finds ahead of it, in each of
-// its mailboxes, only single-key tasks (which need nothing else and
-// finish) and older multi-key tasks (which have run or will run). So T is
-// eventually at the head of, and granted, every mailbox: no cycle of waits
-// can form, for any key type and with no key ordering.
+// Deadlock freedom: multiMu serialises multi-key enqueues, so any two are in
+// the same relative order in every mailbox they share. The oldest multi-key
+// task T not yet run finds ahead of it, in each mailbox, only single-key
+// tasks (which need nothing else and finish) and older multi-key tasks
+// (which have run or will). So T eventually heads, and is granted, every
+// mailbox: no cycle of waits forms, for any key type, with no key ordering.
 func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mailbox.Entry, outer *taskCtx[K]) (backpressure.Verdict, error) {
 	var buf [8]*mailbox.Mailbox
 	dispatch := buf[:0]
-	// asking is m, locked, while its Policy is asked. If the Policy calls
-	// runtime.Goexit, what this call holds and the job's reservation are given
-	// back as the goroutine exits: nothing is left held or queued.
+	// asking is m, locked, while its Policy is asked: if the Policy calls
+	// runtime.Goexit, nothing is left held, queued or reserved.
 	var asking *mailbox.Mailbox
 	defer func() {
 		if asking == nil {
@@ -166,10 +161,9 @@ func (e *Executor[K]) enqueueMany(ctx context.Context, j *job[K], entries []mail
 			e.dispatching.Add(1) // under m's lock: before j can settle
 		}
 		if last {
-			// Accepted. Until now a giving-up Close that saw j queued left it
-			// alone (Staged); from now on it may cancel it. Under m's lock, so
-			// before m can grant j, and after every entry's mailbox is set,
-			// which that cancel reads.
+			// Accepted: a giving-up Close that finds j queued may cancel it
+			// from now on (Staged, it was left alone). Under m's lock: before m
+			// can grant j, after every entry's mailbox (which it reads) is set.
 			j.turn.Commit()
 		}
 		m.Release()

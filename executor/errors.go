@@ -16,21 +16,19 @@ var (
 	// the task before it started.
 	ErrClosed = errors.New("perkey: executor closed")
 	// ErrReentrant means the calling task already holds the key it asked for
-	// (see Do), or a DoMany queued on that key waits for a key the calling
-	// task holds (the error returned then wraps ErrReentrant and says so),
-	// or Close was called from inside a task.
+	// (see Do), or a DoMany queued on that key waits for a key the task holds
+	// (the error then wraps ErrReentrant and says so), or Close was called
+	// from inside a task.
 	ErrReentrant = errors.New("perkey: task already holds this key")
-	// errWaitsOnCaller refuses a nested call that would wait behind a
-	// DoMany that waits for a key the calling task holds (see
-	// Executor.waitsOnCaller). It is ErrReentrant in effect: the call waits
-	// for its own task.
+	// errWaitsOnCaller is ErrReentrant in effect: the call would wait for its
+	// own task (see Executor.waitsOnCaller).
 	errWaitsOnCaller = fmt.Errorf("%w (through a DoMany queued on the key that waits for a key the task holds)", ErrReentrant)
-	// ErrDeadlock means a nested call (Do, DoShared, DoMany or Task.Wait made
-	// with a task's ctx) would wait in a cycle of tasks, each waiting for a
-	// key another of them holds or is queued ahead on: it is refused at once,
-	// and the other tasks of the cycle go ahead once the caller returns.
-	// A refused Do, DoShared or DoMany never runs its fn (it counts as
-	// canceled); a refused Wait leaves its Task as it was.
+	// ErrDeadlock means a nested call (Do, DoShared, DoMany or Task.Wait with
+	// a task's ctx) would wait in a cycle of tasks, each waiting for a key
+	// another holds or is queued ahead on. It is refused at once, and the
+	// cycle's other tasks go ahead once the caller returns. A refused Do,
+	// DoShared or DoMany never runs fn (it counts as canceled); a refused Wait
+	// leaves its Task as it was.
 	ErrDeadlock = errors.New("perkey: deadlock: the call would wait in a cycle of tasks waiting for each other's keys")
 	// ErrNilFunc means fn is nil.
 	ErrNilFunc = errors.New("perkey: nil func")
@@ -51,8 +49,8 @@ var (
 	// neither returned nor panicked. The task counts as completed, and the
 	// key's next task runs as after any other end.
 	ErrGoexit = errors.New("perkey: task called runtime.Goexit")
-	// ErrNilExecutor means a method was called on a nil *Executor (the
-	// zero value is not usable either: call New).
+	// ErrNilExecutor means a method was called on a nil *Executor, or on a
+	// zero Executor: call New.
 	ErrNilExecutor = errors.New("perkey: nil executor")
 )
 

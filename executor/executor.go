@@ -17,8 +17,7 @@ import (
 
 // Executor runs closures one at a time per key, in submission order, and in
 // parallel across keys on a bounded pool. Make one with New: every method of
-// a nil Executor, or of its zero value (one held by value in a struct that
-// New did not fill), returns ErrNilExecutor or a zero value, and never
+// a nil or zero Executor returns ErrNilExecutor or a zero value, and never
 // panics. All methods are safe for concurrent use.
 type Executor[K comparable] struct {
 	cfg      config
@@ -31,12 +30,11 @@ type Executor[K comparable] struct {
 	needsAge bool        // the policy reads queue age
 	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
 
-	// batchRelease: with no global cap, a batch's reservations are given
-	// back in one step at its end (see settled), and a queued plain
-	// task's reservation is its router shard's count (see admitPlain).
+	// batchRelease (no global cap): a batch's reservations go back in one
+	// step at its end (settled); a queued plain task's reservation is its
+	// router shard's count (admitPlain).
 	batchRelease bool
-	// leanDo: an uncontended Do made outside any task takes no reservation,
-	// only its execution slot (see leanSlot).
+	// leanDo: an uncontended Do outside any task reserves only its slot (leanSlot).
 	leanDo  bool
 	runner  *mailbox.Runner
 	router  *router.Router[K]
@@ -44,23 +42,19 @@ type Executor[K comparable] struct {
 	ownPool bool
 
 	jobs sync.Pool // of *job[K]; see job
-
-	// What the Tasks of Submit find their submissions with (see taskOps).
+	// subOps, plainOps: how Submit's Tasks find their submissions (taskOps).
 	subOps, plainOps taskOps
-
-	// multiMu makes every multi-key enqueue one atomic step relative to the
-	// others (see DoMany). Single-key submissions never take it.
+	// multiMu makes each multi-key enqueue atomic relative to the others
+	// (see enqueueMany); single-key submissions never take it.
 	multiMu sync.Mutex
-
 	// watchAfter is how long a wait for room lasts before it watches what
-	// holds the room (roomWatchAfter; tests shorten it). timers are
-	// stopped timers for those waits, so that a wait allocates none. They
-	// are the executor's, not the package's: under testing/synctest a timer
-	// belongs to the bubble that made it, as the executor does.
+	// holds the room (roomWatchAfter). timers pools stopped timers, so those
+	// waits allocate none; per executor, as under testing/synctest a timer
+	// is its bubble's.
 	watchAfter time.Duration
 	timers     sync.Pool
 	// watchMu guards watches and global, the room watches of the keys and of
-	// the executor (see watch.go); only a submission waiting for room takes it.
+	// the executor (watch.go); only a submission waiting for room takes it.
 	watchMu sync.Mutex
 	watches map[K]*roomWatch[K]
 	global  roomWatch[K]
@@ -69,20 +63,17 @@ type Executor[K comparable] struct {
 	// cancelable: under a global cap, an asynchronous task whose ctx is not
 	// context.Background() may be queued; sweepAll walks only then.
 	cancelable atomic.Bool
-	// sweepEvery is how often a large scope is swept at its cap
-	// (capSweepEvery; tests set 0: at every refusal), and sweptAt the
-	// monotime of the executor's last large sweepAll (see "Lazy
-	// cancellation" in admit.go).
+	// sweepEvery is how often a large scope is swept at its cap (tests: 0,
+	// every refusal); sweptAt is the last large sweepAll's monotime (see
+	// "Lazy cancellation" in admit.go).
 	sweepEvery time.Duration
 	sweptAt    atomic.Int64
-
-	// reserved, set only by tests (export_test.go), is called by admit
-	// once a submission on a key has reserved room, before it locks the
-	// key's mailbox: it stages interleavings no Policy can reach.
+	// reserved, set only by tests, is called by admit once a submission has
+	// reserved room, before it locks the key's mailbox: it stages
+	// interleavings no Policy can reach.
 	reserved func(K)
 
-	// ledger: what tasks hold, the counts behind Stats, Close's drain.
-	ledger
+	ledger // what tasks hold, the counts behind Stats, Close's drain
 
 	closed atomic.Bool
 
@@ -95,18 +86,18 @@ type Executor[K comparable] struct {
 	closing     chan struct{} // closed when Close starts
 
 	// dispatching counts submitters between enqueueing a task on an idle
-	// mailbox and starting its drive loop; the task may be canceled and
-	// settled in that window, letting Close drain, so Close waits for these
-	// before the runner: no loop starts after Close returns.
+	// mailbox and starting its drive loop. The task may settle in that
+	// window and let Close drain, so Close waits for these before stopping
+	// the runner: no loop starts after Close returns.
 	dispatching sync.WaitGroup
 
 	room  room     // submissions waiting for executor-wide room
 	waits waits[K] // nested waits in progress (see deadlock.go)
 
-	// The first Close to get past the drain stops the executor; the others
-	// wait for stopped. (Not a sync.Once: a Close blocked on a Once's mutex
-	// while the first one polls the pool would never count as durably
-	// blocked, which hangs concurrent Closes under testing/synctest.)
+	// The first Close past the drain stops the executor; the others wait for
+	// stopped. Not a sync.Once: a Close blocked on its mutex while the first
+	// polls the pool is never durably blocked, which hangs concurrent Closes
+	// under testing/synctest.
 	stopping atomic.Bool
 	stopped  chan struct{}
 }
@@ -117,10 +108,9 @@ type KeyLoad[K comparable] struct {
 	Key     K
 	Pending int // queued + running for this key
 
-	// Held is how long the key's current hold has lasted: its running task
-	// (or the shared group, or the multi-key task, holding it). OldestWait
-	// is how long its oldest queued task has waited. Each is 0 when there is
-	// none, or when the executor does not track ages.
+	// Held is how long the key's current hold (its running task, shared
+	// group or multi-key task) has lasted; OldestWait, how long its oldest
+	// queued task has waited. Each is 0 if none, or if ages are not tracked.
 	Held       time.Duration
 	OldestWait time.Duration
 }
@@ -140,8 +130,7 @@ type Settings struct {
 	Started        time.Time     // when New returned
 }
 
-// unmade reports whether e is nil or was not made by New (a zero value
-// held by value in a struct).
+// unmade reports whether e is nil or was not made by New.
 func (e *Executor[K]) unmade() bool { return e == nil || e.router == nil }
 
 // Settings returns what e was configured with.
@@ -191,8 +180,8 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	}
 	e.pool = cfg.pool
 	if e.pool == nil {
-		// Unbounded: the runner's slots are the bound. A pond goroutine
-		// exists only for a slot owner or a task blocked in a nested call.
+		// The runner's slots are the bound; a pond goroutine exists only for
+		// a slot owner or a task blocked in a nested call.
 		e.pool = pond.NewPool(0)
 		e.ownPool = true
 	}

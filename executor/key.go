@@ -6,8 +6,7 @@ import (
 )
 
 // keyCheck says what a key of type K must be checked for, decided once from
-// K's type (keyCheckOf). Most key types (strings, integers, pointers and
-// structs of those) can hold no NaN and cannot fail to hash: they pay nothing.
+// K's type (keyCheckOf); most key types need nothing.
 type keyCheck uint8
 
 const (
@@ -39,12 +38,10 @@ func kindCheck(t reflect.Type) keyCheck {
 	return checkNone // pointers and channels compare by address
 }
 
-// validate refuses a key that can never be serialised: one that is not
-// equal to itself (a NaN, or a struct, array or interface holding one), or
-// whose dynamic type cannot be hashed (an interface holding a slice, map or
-// func). Every method that takes a key calls it first, before anything is
-// locked, reserved or counted: the router's map would panic on the second
-// kind and never find the first.
+// validate refuses a key that can never be serialised (see ErrInvalidKey).
+// Every method taking a key calls it before anything is locked, reserved or
+// counted: the router's map would panic on an unhashable key, and never find
+// one not equal to itself.
 func (e *Executor[K]) validate(key K) error {
 	switch e.keyCheck {
 	case checkNone:
@@ -58,8 +55,8 @@ func (e *Executor[K]) validate(key K) error {
 	return validateIface(key)
 }
 
-// validateIface checks a key holding an interface, whose == panics if a
-// dynamic type in it is not comparable; the panic is contained here.
+// validateIface checks a key holding an interface, containing the panic of
+// == on a dynamic type that is not comparable.
 func validateIface[K comparable](key K) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -89,12 +86,12 @@ func (e *Executor[K]) validateAll(keys []K) error {
 	return nil
 }
 
-// dedupMaxScan is the most keys dedup compares pairwise; above it a set
-// keeps DoMany linear in its keys.
+// dedupMaxScan is the most keys dedup compares pairwise; above, a set keeps
+// DoMany linear in its keys.
 const dedupMaxScan = 16
 
-// dedup removes keys that share a mailbox (in striped mode, a stripe),
-// keeping first occurrences; valid keys (see validate) can key a map.
+// dedup removes keys that share a mailbox (striped: a stripe), keeping first
+// occurrences; valid keys (see validate) can key a map.
 func (e *Executor[K]) dedup(keys []K) []K {
 	out := make([]K, 0, len(keys))
 	if len(keys) <= dedupMaxScan {

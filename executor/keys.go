@@ -8,20 +8,18 @@ import (
 )
 
 // HotKeys returns up to n keys with the most pending tasks (queued +
-// running), busiest first, with their ages where they are tracked; in
-// striped mode each busy stripe is named by one of its keys. It visits every
-// live mailbox, one shard lock at a time: O(active keys × log n). n <= 0
-// returns nil.
+// running), busiest first, with their ages where tracked; in striped mode one
+// of its keys names each busy stripe. It visits every live mailbox, one shard
+// lock at a time: O(active keys × log n). n <= 0 returns nil.
 func (e *Executor[K]) HotKeys(n int) []KeyLoad[K] {
 	return e.topKeys(n, func(l KeyLoad[K]) int64 { return int64(l.Pending) })
 }
 
-// OldestKeys returns up to n keys whose work is oldest, oldest first: the
-// keys held longest by one hold (a task that runs long, or is stuck), or
-// whose oldest queued task has waited longest, whichever is older. It is the
-// answer to "which key is stuck, and since when?". Ages are tracked only
-// with an Observer, a policy that reads queue age or WithSlowTaskWarning;
-// without them OldestKeys returns nil. Its cost is that of HotKeys.
+// OldestKeys returns up to n keys whose work is oldest, oldest first, by the
+// age of their current hold (a task that runs long, or is stuck) or of their
+// oldest queued task, whichever is older: which key is stuck, since when.
+// Ages are tracked only with an Observer, a policy that reads queue age or
+// WithSlowTaskWarning; without, it returns nil. It costs what HotKeys costs.
 func (e *Executor[K]) OldestKeys(n int) []KeyLoad[K] {
 	if e.unmade() || !e.ages {
 		return nil
@@ -38,9 +36,8 @@ type Ages struct {
 }
 
 // Ages returns how old the executor's live work is: one pass over the live
-// mailboxes, one shard lock at a time, with no allocation. Ages are tracked
-// only with an Observer, a policy that reads queue age or
-// WithSlowTaskWarning (see OldestKeys); without them Ages is zero.
+// mailboxes, one shard lock at a time, with no allocation. Without age
+// tracking (see OldestKeys) it is zero.
 func (e *Executor[K]) Ages() Ages {
 	var a Ages
 	if e.unmade() || !e.ages {
@@ -134,9 +131,9 @@ func (h *loadHeap[K]) offer(l KeyLoad[K], n int) {
 	}
 }
 
-// nameOf names a busy mailbox (locked): its key or, in striped mode, the
-// key of its oldest task or of its holder, else the last key that used it
-// (a shared group running with nothing queued).
+// nameOf names a busy mailbox (locked): its key or, in striped mode, that of
+// its oldest task or holder, else the last key that used it (a shared group
+// running with nothing queued).
 func (e *Executor[K]) nameOf(k K, m *mailbox.Mailbox) K {
 	if !e.router.Striped() {
 		return k

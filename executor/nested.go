@@ -6,9 +6,8 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// next returns the innermost running task of e marked in ctx, and the
-// context to go on from for the task it is nested in; nil if there is none.
-// It is the one walk of a nested call's chain (innermost, held, chain).
+// next returns the innermost running task of e marked in ctx (nil if none)
+// and the context to go on from for the task it is nested in.
 func (e *Executor[K]) next(ctx context.Context) (*taskCtx[K], context.Context) {
 	for {
 		m, _ := ctx.Value(markKey{}).(marker)
@@ -39,16 +38,13 @@ func (e *Executor[K]) held(ctx context.Context, key K) bool {
 }
 
 // waitsOnCaller reports whether a blocking nested call made with ctx, if
-// queued on m (locked) now, would wait behind a multi-key task that needs
-// a key held by the calling task or one it is nested in. That task cannot
-// run before the caller returns, nor the call before that task (a DoMany
-// holds each key it reaches the head of while it waits for the others): a
-// cycle lasting until the call's ctx ends. Every task ahead of the call is
-// in m's queue or holds m, and none that arrives later gets ahead of it.
-// Only the caller's own chain is searched; cycles through other tasks'
-// nested calls are found once the call is about to wait (see deadlock.go).
-// The walk is made only where a multi-key task may be queued
-// (mailbox.Mailbox.EachManyAhead): only nested calls pay for it.
+// queued on m (locked) now, would wait behind a multi-key task needing a key
+// the caller's chain holds: that task cannot run before the caller returns,
+// nor the call before that task (a DoMany holds each key it reaches the head
+// of while it waits for the others). Every task ahead of the call is in m's
+// queue or holds m, and none arriving later gets ahead of it. Cycles through
+// other tasks' nested calls are found as the call is about to wait
+// (deadlock.go). The walk is made only where a multi-key task may be queued.
 func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) bool {
 	found := false
 	m.EachManyAhead(nil, func(t *mailbox.Turn) { found = found || e.needsHeld(ctx, t) })
@@ -56,8 +52,8 @@ func (e *Executor[K]) waitsOnCaller(ctx context.Context, m *mailbox.Mailbox) boo
 }
 
 // queuedBehindCaller is waitsOnCaller for a Wait made with ctx on a queued
-// task: whether a multi-key task holding its mailbox or queued ahead of it
-// needs a key the waiting task holds.
+// task: whether a multi-key task holding its mailbox or ahead of it needs a
+// key the waiting task holds.
 func (e *Executor[K]) queuedBehindCaller(ctx context.Context, on waitee[K]) bool {
 	found := false
 	f := func(o *mailbox.Turn) { found = found || e.needsHeld(ctx, o) }
@@ -69,9 +65,8 @@ func (e *Executor[K]) queuedBehindCaller(ctx context.Context, on waitee[K]) bool
 	return found
 }
 
-// needsHeld reports whether t, a task in a queue or holding a mailbox (so
-// not recycled), is a multi-key task that needs a key held by the task
-// marked in ctx or by one it is nested in.
+// needsHeld reports whether t, queued or holding a mailbox (so not
+// recycled), is a multi-key task needing a key the chain of ctx holds.
 func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 	j := jobOf[K](t)
 	if j.multi == nil {
@@ -86,10 +81,9 @@ func (e *Executor[K]) needsHeld(ctx context.Context, t *mailbox.Turn) bool {
 }
 
 // A task blocked in a nested call lends its execution slot to the work it
-// waits for, so nesting never exhausts the pool (see WithWorkers). The
-// task's job marks the slot lent (lentBit), and only the nested call that
-// set the mark owns the slot; the task is blocked in the call, so its job
-// stays its own meanwhile. A nil outer (outside any task) lends nothing.
+// waits for, so nesting never exhausts the pool. Its job marks the slot lent
+// (lentBit); only the nested call that set the mark owns the slot, and the
+// job stays the task's meanwhile. A nil outer (outside any task) lends nothing.
 
 // slot says where an inline run's execution slot came from.
 type slot uint8
@@ -103,19 +97,17 @@ const (
 // lendSlot marks j's slot lent; false if a nested call has it already.
 func (j *core[K]) lendSlot() bool { return j.bits.Or(lentBit)&lentBit == 0 }
 
-// fresh clears a lent mark that a task left on its core as it ended (a
-// nested call from a goroutine the task started may still hold the slot,
-// and its unlent leaves an ended task's core alone), so the core's next
-// task starts with its slot its own: otherwise its nested calls could not
-// lend it, and on a full pool would wait for a slot forever.
+// fresh clears a lent mark a task left on its core as it ended (a nested
+// call from a goroutine it started may still hold the slot, and its unlent
+// leaves an ended task's core alone): else the core's next task could not
+// lend its slot, and its nested calls on a full pool would wait forever.
 func (j *core[K]) fresh() {
 	if j.bits.Load()&lentBit != 0 {
 		j.bits.And(^lentBit)
 	}
 }
 
-// takeSlot finds a slot for an inline run: the calling task's own (it is
-// blocked in this call), else a free one.
+// takeSlot finds a slot for an inline run: the blocked caller's, else a free one.
 func (outer *taskCtx[K]) takeSlot(r *mailbox.Runner) slot {
 	if j := outer.live(); j != nil && j.lendSlot() {
 		return outerSlot
@@ -137,10 +129,9 @@ func (outer *taskCtx[K]) giveSlot(r *mailbox.Runner, s slot) {
 }
 
 // lend gives the calling task's slot to other work while a nested call
-// waits, and reports whether it did. Under leanDo the lent slot is covered
-// by a reservation taken before it is given up and given back once it is
-// taken back (unlend), so Close's drain, which counts slots and
-// reservations, never sees the task as gone.
+// waits, and reports whether it did. Under leanDo a reservation, taken before
+// the slot is given up and dropped once unlend has it back, covers it, so
+// Close's drain, which counts slots and reservations, never sees the task gone.
 func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
 	j := outer.live()
 	if j == nil || !j.lendSlot() {
@@ -153,8 +144,8 @@ func (outer *taskCtx[K]) lend(r *mailbox.Runner) bool {
 	return true
 }
 
-// unlend takes the slot back for the calling task after a nested wait, if
-// lend lent it; it may wait for a free slot behind the work already ready.
+// unlend takes back the slot lend lent, if it did; it may wait for a free
+// slot behind the work already ready.
 func (outer *taskCtx[K]) unlend(r *mailbox.Runner, lent bool) {
 	if lent {
 		r.Acquire()

@@ -10,26 +10,19 @@ import (
 type Outcome uint8
 
 const (
-	// OK means fn returned nil.
-	OK Outcome = iota
-	// Failed means fn returned an error.
-	Failed
-	// Panicked means fn panicked.
-	Panicked
+	OK       Outcome = iota // fn returned nil
+	Failed                  // fn returned an error
+	Panicked                // fn panicked
 )
 
 // Reason says why a submission was rejected.
 type Reason uint8
 
 const (
-	// ReasonKey: the per-key cap (WithMaxQueuePerKey).
-	ReasonKey Reason = iota + 1
-	// ReasonGlobal: the executor-wide cap (WithMaxPending).
-	ReasonGlobal
-	// ReasonDelay: latency-based shedding (backpressure.MaxQueueDelay).
-	ReasonDelay
-	// ReasonClosed: the executor was closed.
-	ReasonClosed
+	ReasonKey    Reason = iota + 1 // the per-key cap (WithMaxQueuePerKey)
+	ReasonGlobal                   // the executor-wide cap (WithMaxPending)
+	ReasonDelay                    // latency-based shedding (backpressure.MaxQueueDelay)
+	ReasonClosed                   // the executor was closed
 )
 
 // reasonOf is the Reason for a refusal by the cap of scope.
@@ -61,22 +54,19 @@ func (r Reason) String() string {
 }
 
 // Observer receives task events. The executor calls it synchronously, never
-// under a lock, from the goroutine where the event happens; implementations
-// must be cheap, must not block, and must be safe for concurrent use. A
-// panic in an Observer is recovered and logged at error level
-// (rate-limited); the task and its key go on as if the event had been
-// delivered. One that calls runtime.Goexit ends the goroutine that
-// reported the event, and nothing else (see "Hostile callers" in the
-// package doc). An event may reach it after later ones of the same task
-// (TaskStarted before TaskAccepted, say): count events, do not sequence
-// them.
+// under a lock, from the goroutine where the event happens: it must be cheap,
+// must not block, and must be safe for concurrent use. A panic in it is
+// recovered and logged at error level (rate-limited), and the task and its
+// key go on as if the event had been delivered; a runtime.Goexit in it ends
+// the goroutine that reported the event, and nothing else. An event may
+// reach it after later ones of the same task (TaskStarted before
+// TaskAccepted, say): count events, do not sequence them.
 type Observer interface {
 	// TaskAccepted: a submission was accepted.
 	TaskAccepted()
-	// TaskRejected: a submission was refused (not counted as accepted): by
-	// backpressure (ReasonKey, ReasonGlobal, ReasonDelay; Stats.Rejected
-	// counts these), or because the executor is closed or closing
-	// (ReasonClosed: the call returned ErrClosed without being accepted).
+	// TaskRejected: a submission was refused, not accepted: by backpressure
+	// (ReasonKey, ReasonGlobal, ReasonDelay; counted in Stats.Rejected), or
+	// with ErrClosed as the executor is closed or closing (ReasonClosed).
 	TaskRejected(reason Reason)
 	// TaskStarted: fn is about to run after waiting wait in the queue.
 	TaskStarted(wait time.Duration)
@@ -97,8 +87,7 @@ type SlowObserver interface {
 // *Executor[K] implements it.
 type Gauges interface {
 	Stats() Stats
-	// MaxKeyPending is the pending count of the busiest key (or stripe) now.
-	MaxKeyPending() int
+	MaxKeyPending() int // see Executor.MaxKeyPending
 }
 
 // Attacher is implemented by observers that want to read an executor's
@@ -108,8 +97,8 @@ type Attacher interface {
 }
 
 // Detacher is implemented by observers that stop reading an executor's
-// gauges once it has closed; Close calls Detach once, when the executor has
-// stopped (a Close that returned nil).
+// gauges once it has closed; a Close that returns nil calls Detach once, as
+// the executor has stopped.
 type Detacher interface {
 	Detach(g Gauges)
 }

@@ -16,10 +16,9 @@ import (
 // its worker back to other keys, unless WithThroughput says otherwise.
 const DefaultThroughput = 32
 
-// DefaultWorkers is the least number of execution slots an executor has
-// unless WithWorkers says otherwise. Tasks guarded per key usually wait on
-// I/O (a database, a remote call), so the default lets that many overlap; for
-// CPU-bound tasks use WithWorkers(runtime.GOMAXPROCS(0)).
+// DefaultWorkers is the least number of execution slots unless WithWorkers
+// says otherwise: tasks guarded per key usually wait on I/O, so that many
+// overlap. For CPU-bound tasks use WithWorkers(runtime.GOMAXPROCS(0)).
 const DefaultWorkers = 64
 
 // Option configures an Executor. A bad value makes New return an error.
@@ -46,8 +45,7 @@ func defaults() config {
 	return config{
 		workers:    max(runtime.GOMAXPROCS(0), DefaultWorkers),
 		throughput: DefaultThroughput,
-		// logger stays nil unless WithLogger sets it: New then picks
-		// the default (defaultLogger), which depends on other options.
+		// logger stays nil: New picks defaultLogger, which depends on other options.
 		policy: backpressure.FailFast(),
 	}
 }
@@ -58,10 +56,9 @@ func optErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errOption}, args...)...)
 }
 
-// WithWorkers bounds how many tasks execute at once, all keys together,
-// counting tasks run on pool workers and tasks run inline on a caller's
-// goroutine. n must be at least 1. The default is max(GOMAXPROCS,
-// DefaultWorkers).
+// WithWorkers bounds how many tasks execute at once, all keys together, on
+// pool workers or inline on a caller's goroutine. n must be at least 1. The
+// default is max(GOMAXPROCS, DefaultWorkers).
 func WithWorkers(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -86,12 +83,11 @@ func WithMaxQueuePerKey(n int) Option {
 }
 
 // WithMaxPending caps the tasks pending in the whole executor; a submission
-// beyond it meets the Policy (by default ErrBusy). 0, the default, means no cap.
-// A DoMany task counts once. Under a policy that waits (backpressure.Block),
-// submissions at this cap wait in one line, and those of one key are let in
-// one after another, so a cap that binds all the time costs throughput: to
-// slow a producer that outruns the workers, cap each key (WithMaxQueuePerKey)
-// and leave this one room to spare.
+// beyond it meets the Policy (by default ErrBusy). 0, the default, means no
+// cap; a DoMany counts once. Under a policy that waits (backpressure.Block)
+// submissions at this cap wait in one line, those of one key let in one after
+// another, so a cap that always binds costs throughput: to slow a fast
+// producer, cap each key (WithMaxQueuePerKey) and give this one room to spare.
 func WithMaxPending(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
@@ -103,9 +99,8 @@ func WithMaxPending(n int) Option {
 }
 
 // WithThroughput sets how many tasks a mailbox runs in a row before it gives
-// its worker back to other keys, if any wait for one (otherwise it runs on).
-// Lower is fairer, higher batches more. n must be at least 1; the default
-// is DefaultThroughput (32).
+// its worker to other keys, if any wait (else it runs on). Lower is fairer,
+// higher batches more. n must be at least 1; default DefaultThroughput (32).
 func WithThroughput(n int) Option {
 	return func(c *config) error {
 		if n < 1 {
@@ -117,13 +112,11 @@ func WithThroughput(n int) Option {
 }
 
 // WithLogger sets where panics, unread failures, sampled rejections and
-// lifecycle events are logged. The executor logs through l.Named("perkey"),
-// and contains a panic in l's core. The default logs at error level only, as
-// JSON lines on stderr: recovered panics (of fn, an Observer, a Policy, the
-// error handler) and the failures of tasks whose result no caller reads
-// (see WithErrorHandler), and slow-task warnings if WithSlowTaskWarning is
-// set. A recovered panic is never silent unless you say so: zap.NewNop()
-// silences everything. nil is an error.
+// lifecycle events are logged, through l.Named("perkey"), containing a panic
+// in l's core. The default logs JSON lines on stderr at error level: recovered
+// panics (of fn, an Observer, a Policy, the error handler), failures no caller
+// reads (see WithErrorHandler), and slow-task warnings if WithSlowTaskWarning
+// is set. zap.NewNop() silences everything. nil is an error.
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) error {
 		if l == nil {
@@ -159,10 +152,10 @@ func WithReentrant() Option {
 }
 
 // WithPool runs mailboxes on a caller-owned pond pool, which Close does not
-// stop. The executor still bounds execution with WithWorkers. Give the pool
-// room for at least the workers plus the depth of nested calls (an unbounded
-// pool, pond.NewPool(0), is simplest): a worker blocked in a nested call
-// keeps its pool goroutine while it lends its execution slot. nil is an error.
+// stop; WithWorkers still bounds execution. Give the pool room for at least
+// the workers plus the depth of nested calls (an unbounded pool,
+// pond.NewPool(0), is simplest): a task blocked in a nested call keeps its
+// goroutine while it lends its slot. nil is an error.
 func WithPool(p pond.Pool) Option {
 	return func(c *config) error {
 		if p == nil {
@@ -197,14 +190,13 @@ func WithObserver(o Observer) Option {
 	}
 }
 
-// WithErrorHandler sets f to receive the key and the error of every task
-// whose result no caller will read: a task started with Go that returned an
-// error, panicked (a *PanicError), called runtime.Goexit (ErrGoexit) or never
-// ran (its ctx's error, or ErrClosed when Close gave up). f is called once
-// per such task, on the goroutine that ended it, before the key's next task
-// starts: it must not block. A panic in f is recovered and logged. By
-// default these failures are logged at error level with the key. nil is an
-// error.
+// WithErrorHandler sets f to receive the key and error of every task whose
+// result no caller will read: a Go task that returned an error, panicked (a
+// *PanicError), called runtime.Goexit (ErrGoexit) or never ran (its ctx's
+// error, or ErrClosed when Close gave up). f is called once per such task, on
+// the goroutine that ended it, before the key's next task starts: it must not
+// block; a panic in it is recovered and logged. By default these failures are
+// logged at error level with the key. nil is an error.
 func WithErrorHandler(f func(key any, err error)) Option {
 	return func(c *config) error {
 		if f == nil {
@@ -215,20 +207,16 @@ func WithErrorHandler(f func(key any, err error)) Option {
 	}
 }
 
-// WithSlowTaskWarning makes the executor report every hold of a key that
-// lasts longer than d (a task that runs long, or is stuck), once: a warning
-// logged with the key and its age, Stats.Slow, and TaskSlow for an Observer
-// that implements SlowObserver. A goroutine of the executor looks every d/4
-// (at most every second, at least every millisecond), so a task is reported
-// between d and about 1.25 d after it started; Close stops it.
-//
-// Without WithLogger the default logger prints these warnings as well as
-// errors (see WithLogger).
-//
-// It also turns on age tracking (KeyLoad.Held and OldestWait, OldestKeys),
-// which an Observer or a policy that reads queue age turn on as well: one
-// clock read as each task starts and as it is queued. Off by default, since
-// what is slow depends on the work; d must be positive.
+// WithSlowTaskWarning makes the executor report, once, every hold of a key
+// that lasts longer than d (a task that runs long, or is stuck): a warning
+// logged with the key and its age (the default logger prints it), Stats.Slow,
+// and TaskSlow for an Observer that implements SlowObserver. A goroutine of
+// the executor looks every d/4 (clamped to 1 ms–1 s), so a task is reported
+// between d and about 1.25 d after it started; Close stops it. It also turns
+// on age tracking (KeyLoad.Held and OldestWait, OldestKeys), as an Observer
+// or a policy that reads queue age does: a clock read as each task is queued
+// and as it starts. Off by default, since what is slow depends on the work;
+// d must be positive.
 func WithSlowTaskWarning(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

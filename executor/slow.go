@@ -8,11 +8,10 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// watchSlow is the slow-task watcher (WithSlowTaskWarning): every d/4 it
-// reports each hold older than d once. It is the executor's only goroutine
-// of its own; Close stops it (stopWatch). If the Observer or the logger
-// calls runtime.Goexit on it, a fresh watcher takes over as it exits, so
-// later slow tasks are still reported and Close still stops it.
+// watchSlow is the slow-task watcher (WithSlowTaskWarning), the executor's
+// only goroutine of its own: every d/4 it reports each hold older than d
+// once, until stopWatch. If the Observer or the logger exits it with
+// runtime.Goexit, a fresh one takes over, reporting and stoppable as before.
 func (e *Executor[K]) watchSlow(d time.Duration) {
 	stopped := false
 	defer func() {
@@ -42,8 +41,8 @@ func (e *Executor[K]) watchSlow(d time.Duration) {
 				found = append(found, slowKey{e.nameOf(k, m), time.Duration(now - at)})
 			}
 		})
-		// Unlocked: the logger and Observer are user code. Each found
-		// hold is reported even if a callback exits on an earlier one.
+		// Unlocked: user code. Each hold is reported even if a callback
+		// exits on an earlier one.
 		forEach(0, len(found), func(i int) {
 			s := found[i]
 			e.slow.Add(1)
