@@ -56,30 +56,30 @@ func optErr(format string, args ...any) error {
 	return fmt.Errorf("%w: "+format, append([]any{errOption}, args...)...)
 }
 
+// option is an Option that fails with optErr(format, args...) if bad, and
+// else sets what set sets.
+func option(bad bool, set func(c *config), format string, args ...any) Option {
+	return func(c *config) error {
+		if bad {
+			return optErr(format, args...)
+		}
+		set(c)
+		return nil
+	}
+}
+
 // WithWorkers bounds how many tasks execute at once, all keys together, on
 // pool workers or inline on a caller's goroutine. n must be at least 1. The
 // default is max(GOMAXPROCS, DefaultWorkers).
 func WithWorkers(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithWorkers(%d): need at least 1 worker", n)
-		}
-		c.workers = n
-		return nil
-	}
+	return option(n < 1, func(c *config) { c.workers = n }, "WithWorkers(%d): need at least 1 worker", n)
 }
 
 // WithMaxQueuePerKey caps the tasks pending (queued + running) on one key;
 // a submission beyond the cap meets the Policy (by default it fails at once
 // with ErrBusy). 0, the default, means no cap.
 func WithMaxQueuePerKey(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return optErr("WithMaxQueuePerKey(%d): must be >= 0", n)
-		}
-		c.maxPerKey = n
-		return nil
-	}
+	return option(n < 0, func(c *config) { c.maxPerKey = n }, "WithMaxQueuePerKey(%d): must be >= 0", n)
 }
 
 // WithMaxPending caps the tasks pending in the whole executor; a submission
@@ -89,26 +89,14 @@ func WithMaxQueuePerKey(n int) Option {
 // another, so a cap that always binds costs throughput: to slow a fast
 // producer, cap each key (WithMaxQueuePerKey) and give this one room to spare.
 func WithMaxPending(n int) Option {
-	return func(c *config) error {
-		if n < 0 {
-			return optErr("WithMaxPending(%d): must be >= 0", n)
-		}
-		c.maxPending = n
-		return nil
-	}
+	return option(n < 0, func(c *config) { c.maxPending = n }, "WithMaxPending(%d): must be >= 0", n)
 }
 
 // WithThroughput sets how many tasks a mailbox runs in a row before it gives
 // its worker to other keys, if any wait (else it runs on). Lower is fairer,
 // higher batches more. n must be at least 1; default DefaultThroughput (32).
 func WithThroughput(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithThroughput(%d): must be >= 1", n)
-		}
-		c.throughput = n
-		return nil
-	}
+	return option(n < 1, func(c *config) { c.throughput = n }, "WithThroughput(%d): must be >= 1", n)
 }
 
 // WithLogger sets where panics, unread failures, sampled rejections and
@@ -118,13 +106,7 @@ func WithThroughput(n int) Option {
 // reads (see WithErrorHandler), and slow-task warnings if WithSlowTaskWarning
 // is set. zap.NewNop() silences everything. nil is an error.
 func WithLogger(l *zap.Logger) Option {
-	return func(c *config) error {
-		if l == nil {
-			return optErr("WithLogger(nil): use zap.NewNop() to disable logging")
-		}
-		c.logger = l
-		return nil
-	}
+	return option(l == nil, func(c *config) { c.logger = l }, "WithLogger(nil): use zap.NewNop() to disable logging")
 }
 
 // WithStripes switches the executor to striped mode: keys are hashed onto n
@@ -133,13 +115,7 @@ func WithLogger(l *zap.Logger) Option {
 // DoMany's duplicate removal (false contention): pick n well above the number
 // of keys busy at once. n must be at least 1. Off by default.
 func WithStripes(n int) Option {
-	return func(c *config) error {
-		if n < 1 {
-			return optErr("WithStripes(%d): need at least 1 stripe", n)
-		}
-		c.stripes = n
-		return nil
-	}
+	return option(n < 1, func(c *config) { c.stripes = n }, "WithStripes(%d): need at least 1 stripe", n)
 }
 
 // WithReentrant makes a nested Do/DoShared/DoMany on keys the calling task
@@ -157,37 +133,21 @@ func WithReentrant() Option {
 // pond.NewPool(0), is simplest): a task blocked in a nested call keeps its
 // goroutine while it lends its slot. nil is an error.
 func WithPool(p pond.Pool) Option {
-	return func(c *config) error {
-		if p == nil {
-			return optErr("WithPool(nil)")
-		}
-		c.pool = p
-		return nil
-	}
+	return option(p == nil, func(c *config) { c.pool = p }, "WithPool(nil)")
 }
 
 // WithPolicy sets what happens at a cap: backpressure.FailFast() (the
 // default), or any backpressure.Policy. nil is an error.
 func WithPolicy(p backpressure.Policy) Option {
-	return func(c *config) error {
-		if p == nil {
-			return optErr("WithPolicy(nil)")
-		}
-		c.policy = p
-		return nil
-	}
+	return option(p == nil, func(c *config) { c.policy = p }, "WithPolicy(nil)")
 }
 
 // WithObserver sets an Observer that receives task events. nil is an error.
 func WithObserver(o Observer) Option {
-	return func(c *config) error {
-		if o == nil {
-			return optErr("WithObserver(nil)")
-		}
+	return option(o == nil, func(c *config) {
 		c.observer = o
 		c.hasObserver = true
-		return nil
-	}
+	}, "WithObserver(nil)")
 }
 
 // WithErrorHandler sets f to receive the key and error of every task whose
@@ -198,13 +158,7 @@ func WithObserver(o Observer) Option {
 // block; a panic in it is recovered and logged. By default these failures are
 // logged at error level with the key. nil is an error.
 func WithErrorHandler(f func(key any, err error)) Option {
-	return func(c *config) error {
-		if f == nil {
-			return optErr("WithErrorHandler(nil)")
-		}
-		c.onError = f
-		return nil
-	}
+	return option(f == nil, func(c *config) { c.onError = f }, "WithErrorHandler(nil)")
 }
 
 // WithSlowTaskWarning makes the executor report, once, every hold of a key
@@ -218,11 +172,5 @@ func WithErrorHandler(f func(key any, err error)) Option {
 // and as it starts. Off by default, since what is slow depends on the work;
 // d must be positive.
 func WithSlowTaskWarning(d time.Duration) Option {
-	return func(c *config) error {
-		if d <= 0 {
-			return optErr("WithSlowTaskWarning(%v): must be > 0", d)
-		}
-		c.slow = d
-		return nil
-	}
+	return option(d <= 0, func(c *config) { c.slow = d }, "WithSlowTaskWarning(%v): must be > 0", d)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,6 +39,9 @@ func TestNewRejectsBadOptions(t *testing.T) {
 		{"WithPool(nil)", executor.WithPool(nil)},
 		{"WithPolicy(nil)", executor.WithPolicy(nil)},
 		{"WithObserver(nil)", executor.WithObserver(nil)},
+		{"WithErrorHandler(nil)", executor.WithErrorHandler(nil)},
+		{"WithSlowTaskWarning(0)", executor.WithSlowTaskWarning(0)},
+		{"WithSlowTaskWarning(-1s)", executor.WithSlowTaskWarning(-time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -59,8 +63,8 @@ func TestNewRejectsBadOptions(t *testing.T) {
 			if e != nil {
 				t.Errorf("New(%s): got a non-nil executor with error %v; want nil", tt.name, err)
 			}
-			if err.Error() == "" {
-				t.Errorf("New(%s): got an empty error message; want a description", tt.name)
+			if name, _, _ := strings.Cut(tt.name, "("); tt.opt != nil && !strings.Contains(err.Error(), name) {
+				t.Errorf("New(%s): got error %q; want it to name %s", tt.name, err, name)
 			}
 		})
 	}
