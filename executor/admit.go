@@ -22,6 +22,14 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	return ctx.Err()
 }
 
+// checkOne is check, then validate, for a call on one key.
+func (e *Executor[K]) checkOne(ctx context.Context, key K, fn func(context.Context) error) error {
+	if err := e.check(ctx, fn); err != nil {
+		return err
+	}
+	return e.validate(key)
+}
+
 // reserve is reserveTurn for leanSlot (no global cap: no turn to hand on).
 func (e *Executor[K]) reserve(ctx context.Context, key K) error {
 	handed, err := e.reserveTurn(ctx, key, false, nil)

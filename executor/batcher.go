@@ -181,10 +181,7 @@ func (b *Batcher[K, M]) Submit(ctx context.Context, key K, msg M) (*Task, error)
 		return nil, ErrNilBatcher
 	}
 	e := b.e
-	if err := e.check(ctx, queuedOnly); err != nil {
-		return nil, err
-	}
-	if err := e.validate(key); err != nil {
+	if err := e.checkOne(ctx, key, queuedOnly); err != nil {
 		return nil, err
 	}
 	m := &batchSubmit[K, M]{msg: msg, g: &b.group}
@@ -206,10 +203,7 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 	}
 	e := b.e
 	fn := b.alone(key, msg)
-	if err := e.check(ctx, fn); err != nil {
-		return err
-	}
-	if err := e.validate(key); err != nil {
+	if err := e.checkOne(ctx, key, fn); err != nil {
 		return err
 	}
 	outer := e.innermost(ctx)
@@ -221,8 +215,7 @@ func (b *Batcher[K, M]) Do(ctx context.Context, key K, msg M) error {
 	}
 	m := &batchDo[K, M]{msg: msg, g: &b.group}
 	m.e, m.own, m.done = e, true, make(chan struct{}, 1)
-	c := newTaskCtx[K](ctx)
-	c.key = key
+	c := newTaskCtx(ctx, key)
 	j := e.bind(&m.job, fn, c)
 	j.turn.Init(m, false)
 	j.turn.SetGrouped()
@@ -319,8 +312,8 @@ func (b *Batcher[K, M]) call(jobs []*job[K], msgs []M) {
 	first := jobs[0].ctx
 	// The batch's context marks the key as held; a nested call marks the slot
 	// lent on the first message's job (alive until the batch settles).
-	c := newTaskCtx[K](context.WithoutCancel(first.caller()))
-	c.key, c.st = first.key, unsafe.Pointer(&jobs[0].core)
+	c := newTaskCtx(context.WithoutCancel(first.caller()), first.key)
+	c.st = unsafe.Pointer(&jobs[0].core)
 	var start time.Time
 	returned := false // fn returned, or its panic was recovered and reported
 	defer func() {

@@ -56,51 +56,43 @@ func (c safeCore) report(op string, v any) {
 	fmt.Fprintf(os.Stderr, "perkey: the logger's core panicked in %s: %v\n", op, v)
 }
 
-func (c safeCore) Enabled(l zapcore.Level) (ok bool) {
+// contain runs f, or on a panic in it reports the panic and returns or.
+func contain[T any](c safeCore, op string, or T, f func() T) (out T) {
 	defer func() {
 		if v := recover(); v != nil {
-			c.report("Enabled", v)
-			ok = false
+			c.report(op, v)
+			out = or
 		}
 	}()
-	return c.Core.Enabled(l)
+	return f()
 }
 
-func (c safeCore) With(fs []zapcore.Field) (out zapcore.Core) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.report("With", v)
-			out = c
-		}
-	}()
-	return safeCore{Core: c.Core.With(fs), last: c.last}
+func (c safeCore) Enabled(l zapcore.Level) bool {
+	return contain(c, "Enabled", false, func() bool { return c.Core.Enabled(l) })
 }
 
-func (c safeCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) (out *zapcore.CheckedEntry) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.report("Check", v)
-			out = ce
-		}
-	}()
-	if !c.Core.Enabled(ent.Level) {
-		return ce
-	}
-	return ce.AddCore(ent, c) // c, not the inner core: its Write is contained too
+func (c safeCore) With(fs []zapcore.Field) zapcore.Core {
+	return contain[zapcore.Core](c, "With", c, func() zapcore.Core { return safeCore{Core: c.Core.With(fs), last: c.last} })
 }
 
-func (c safeCore) Write(ent zapcore.Entry, fs []zapcore.Field) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			c.report("Write", v)
-			err = nil // reported: zap would only print it again
+func (c safeCore) Check(ent zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	return contain(c, "Check", ce, func() *zapcore.CheckedEntry {
+		if !c.Core.Enabled(ent.Level) {
+			return ce
 		}
-	}()
-	// Through Check, so that cores filtering there (samplers, hooks) still do.
-	if inner := c.Core.Check(ent, nil); inner != nil {
-		inner.Write(fs...)
-	}
-	return nil
+		return ce.AddCore(ent, c) // c, not the inner core: its Write is contained too
+	})
+}
+
+// Write goes through the inner core's Check, so that cores filtering there
+// (samplers, hooks) still do; a panic, reported, is not zap's to print again.
+func (c safeCore) Write(ent zapcore.Entry, fs []zapcore.Field) error {
+	return contain(c, "Write", nil, func() error {
+		if inner := c.Core.Check(ent, nil); inner != nil {
+			inner.Write(fs...)
+		}
+		return nil
+	})
 }
 
 func (c safeCore) Sync() (err error) {

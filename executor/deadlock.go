@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/perkey/perkey/internal/mailbox"
@@ -128,15 +129,7 @@ func (e *Executor[K]) unblock(b *blocker[K]) {
 		delete(w.of, c)
 	}
 	for _, k := range b.keys {
-		list := w.byKey[k]
-		for i, o := range list {
-			if o == b {
-				list[i] = list[len(list)-1]
-				list[len(list)-1] = nil
-				list = list[:len(list)-1]
-				break
-			}
-		}
+		list := slices.DeleteFunc(w.byKey[k], func(o *blocker[K]) bool { return o == b }) // clears the tail
 		if len(list) == 0 {
 			delete(w.byKey, k)
 		} else {

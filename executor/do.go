@@ -41,10 +41,7 @@ func (e *Executor[K]) DoShared(ctx context.Context, key K, fn func(context.Conte
 }
 
 func (e *Executor[K]) doOne(ctx context.Context, key K, fn func(context.Context) error, shared bool) error {
-	if err := e.check(ctx, fn); err != nil {
-		return err
-	}
-	if err := e.validate(key); err != nil {
+	if err := e.checkOne(ctx, key, fn); err != nil {
 		return err
 	}
 	return e.doValid(ctx, key, fn, shared)
@@ -250,10 +247,7 @@ func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error
 // task holds), and is withdrawn if not started when the task's fn returns,
 // as that ctx ends; detached work should use a fresh ctx.
 func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
-	if err := e.check(ctx, fn); err != nil {
-		return nil, err
-	}
-	if err := e.validate(key); err != nil {
+	if err := e.checkOne(ctx, key, fn); err != nil {
 		return nil, err
 	}
 	return e.submitPlain(ctx, key, fn)
@@ -270,10 +264,7 @@ func (e *Executor[K]) Submit(ctx context.Context, key K, fn func(context.Context
 // HTTP handler pass context.WithoutCancel(r.Context()), which keeps the
 // request's values; from inside a task, a fresh ctx, not the task's.
 func (e *Executor[K]) Go(ctx context.Context, key K, fn func(context.Context) error) error {
-	if err := e.check(ctx, fn); err != nil {
-		return err
-	}
-	if err := e.validate(key); err != nil {
+	if err := e.checkOne(ctx, key, fn); err != nil {
 		return err
 	}
 	return e.goPlain(ctx, key, fn)

@@ -87,17 +87,21 @@ func since(t int64) time.Duration { return time.Duration(monotime() - t) }
 // (ErrGoexit) as the goroutine exits, so the mailbox hands the key on.
 func (j *job[K]) Run() {
 	e := j.e
-	c := j.ctx
-	err := ctxErr(c.caller())
-	if err == nil && e.force.Err() != nil {
-		err = ErrClosed
-	}
-	if err != nil {
+	if err := e.startErr(ctxErr(j.ctx.caller())); err != nil {
 		e.abandon(j, err)
 		return
 	}
 	outcome, start, err := e.invoke(j.ctx, &e.counts, j.multi, j.fn, j.turn.Stamp(), func(start time.Time) { j.ran(ErrGoexit, Failed, start) })
 	j.ran(err, outcome, start)
+}
+
+// startErr is why a task whose ctx says err may not start: err, or
+// ErrClosed once a giving-up Close has canceled running tasks.
+func (e *Executor[K]) startErr(err error) error {
+	if err == nil && e.force.Err() != nil {
+		return ErrClosed
+	}
+	return err
 }
 
 // tellStarted tells the Observer a task's wait; start takes the same clock read.
@@ -236,8 +240,7 @@ var (
 // syncJob takes a pooled job for a synchronous call of fn on key (or keys).
 func (e *Executor[K]) syncJob(ctx context.Context, fn func(context.Context) error, key K, keys *[]K) *job[K] {
 	j := e.jobs.Get().(*job[K])
-	c := newTaskCtx[K](ctx)
-	c.key = key
+	c := newTaskCtx(ctx, key)
 	j.multi = keys
 	return e.bind(j, fn, c)
 }

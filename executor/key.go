@@ -43,21 +43,15 @@ func kindCheck(t reflect.Type) keyCheck {
 // counted: the router's map would panic on an unhashable key, and never find
 // one not equal to itself.
 func (e *Executor[K]) validate(key K) error {
-	switch e.keyCheck {
-	case checkNone:
-		return nil
-	case checkNaN:
-		if key != key {
-			return invalidKey(key, "it is not equal to itself (it holds a NaN)")
-		}
+	if e.keyCheck == checkNone {
 		return nil
 	}
-	return validateIface(key)
+	return validateKey(key)
 }
 
-// validateIface checks a key holding an interface, containing the panic of
-// == on a dynamic type that is not comparable.
-func validateIface[K comparable](key K) (err error) {
+// validateKey checks a key that may hold a NaN or an interface, containing
+// the panic of == on a dynamic type that is not comparable.
+func validateKey[K comparable](key K) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			err = invalidKey(key, fmt.Sprintf("it cannot be hashed (%v)", v))

@@ -23,8 +23,7 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	case err != nil:
 		return err
 	case wait:
-		c := newTaskCtx[K](ctx)
-		c.key = key
+		c := newTaskCtx(ctx, key)
 		return e.waitPlain(m, fn, c, c)
 	}
 	// goCtx gives fn's ctx the mailbox's key, which may not be key when
@@ -32,8 +31,7 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 	// nested Go, whose task's ctx plainArg would take for this task's.
 	var arg any // nil, not a nil context.Context: see plainArg
 	if _, nested := ctx.(*taskCtx[K]); nested || e.keyCheck != checkNone || e.router.Striped() {
-		c := newTaskCtx[K](ctx)
-		c.key = key
+		c := newTaskCtx(ctx, key)
 		arg = c
 	} else if ctx != background {
 		arg = ctx
@@ -152,10 +150,7 @@ func (e *Executor[K]) runHeld(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 	if e.obs != nil {
 		e.tellAccepted(func() { e.abandoned(c, nil, false, ErrGoexit) })
 	}
-	if err = c.caller().Err(); err == nil && e.force.Err() != nil {
-		err = ErrClosed
-	}
-	if err != nil {
+	if err = e.startErr(c.caller().Err()); err != nil {
 		e.abandoned(c, nil, false, err)
 		return err
 	}
@@ -176,10 +171,7 @@ func (e *Executor[K]) runLean(m *mailbox.Mailbox, c *taskCtx[K], fn func(context
 			err = e.leanEnded(c, recover())
 		}
 	}()
-	if err = c.caller().Err(); err == nil && e.force.Err() != nil {
-		err = ErrClosed
-	}
-	if err != nil {
+	if err = e.startErr(c.caller().Err()); err != nil {
 		e.submitted.Add(1)
 		returned = true
 		e.abandoned(c, nil, false, err)
@@ -501,11 +493,7 @@ func (e *Executor[K]) goCtx(m *mailbox.Mailbox, left int, caller context.Context
 // runPlain runs a plain task as job.Run runs a job; a Submit's Task t gets
 // fn's error, and a Go's (nil t) failure goes to the error handler.
 func (e *Executor[K]) runPlain(c *taskCtx[K], t *Task, fn func(context.Context) error, stamp int64) {
-	err := ctxErr(c.caller())
-	if err == nil && e.force.Err() != nil {
-		err = ErrClosed
-	}
-	if err != nil {
+	if err := e.startErr(ctxErr(c.caller())); err != nil {
 		e.plainAbandoned(c, t, err)
 		return
 	}

@@ -257,8 +257,8 @@ func innerOf[K comparable](st unsafe.Pointer) *innerCtx[K] {
 	return (*core[K])(st).in
 }
 
-func newTaskCtx[K comparable](ctx context.Context) *taskCtx[K] {
-	return &taskCtx[K]{parent: ctx}
+func newTaskCtx[K comparable](ctx context.Context, key K) *taskCtx[K] {
+	return &taskCtx[K]{parent: ctx, key: key}
 }
 
 func (c *taskCtx[K]) caller() context.Context { return c.parent }
@@ -325,13 +325,10 @@ func (c *taskCtx[K]) callerCtx() context.Context { return c.caller() }
 
 func (c *taskCtx[K]) Deadline() (deadline time.Time, ok bool) { return c.caller().Deadline() }
 
-// closedDone is what Done returns once a task's context has ended.
-var closedDone = ended.ch
-
 func (c *taskCtx[K]) Done() <-chan struct{} {
 	st := c.load()
 	if st == endedState {
-		return closedDone
+		return ended.ch // closed
 	}
 	if in := innerOf[K](st); in != nil {
 		return in.ctx.Done()

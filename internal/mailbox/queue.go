@@ -63,6 +63,15 @@ func (q *ring) argBuf() []any {
 
 func (q *ring) arg(k int) any { return argAt(q.argBuf(), k) }
 
+// clearSlot empties slot k of a ring with buf and args, so what it held can
+// be collected.
+func clearSlot(buf []slot, args []any, k int) {
+	buf[k] = slot{}
+	if args != nil {
+		args[k] = nil
+	}
+}
+
 func argAt(args []any, k int) any {
 	if args == nil {
 		return nil
@@ -186,10 +195,7 @@ func (q *ring) compact(st *[]int64) int {
 	}
 	for i := w; i < size; i++ {
 		k := q.at(i)
-		buf[k] = slot{}
-		if args != nil {
-			args[k] = nil
-		}
+		clearSlot(buf, args, k)
 	}
 	q.tail -= uint32(size - w)
 	return size - w
@@ -237,10 +243,7 @@ func (q *ring) drop(n int, st *[]int64) {
 	buf, args := q.buf(), q.argBuf()
 	for i := range n {
 		k := q.at(i)
-		buf[k] = slot{}
-		if args != nil {
-			args[k] = nil
-		}
+		clearSlot(buf, args, k)
 	}
 	q.head = uint32(q.at(n))
 	if l := len(buf); l > 64 && !q.high && q.size() <= l/8 {
@@ -264,10 +267,7 @@ func (q *ring) trim(st *[]int64) {
 // tombstone empties the queued slot at buffer index k (locked).
 func (m *Mailbox) tombstone(k int) {
 	q := &m.q
-	q.buf()[k] = slot{}
-	if args := q.argBuf(); args != nil {
-		args[k] = nil
-	}
+	clearSlot(q.buf(), q.argBuf(), k)
 	if q.cut == 0 {
 		q.trim(m.stamps())
 	}
@@ -477,10 +477,7 @@ func (m *Mailbox) TakePlain(drop func(arg any) bool) []any {
 			continue
 		}
 		ps = append(ps, argAt(args, k))
-		buf[k] = slot{}
-		if args != nil {
-			args[k] = nil
-		}
+		clearSlot(buf, args, k)
 	}
 	if q.cut == 0 {
 		q.trim(m.stamps())

@@ -180,7 +180,9 @@ func (t *table[K]) take(h uint64, n *node[K]) {
 // its old ones (at most 7/8 full, half as many) are all moved before inserts
 // could fill the new to 7/8; a shrunk table's take four times its entries.
 func (t *table[K]) rebuild(size int) {
-	t.finish()
+	if o := t.old; o != nil {
+		t.moveTo(len(o.tags)) // the last rebuild ends first
+	}
 	t.old = &oldTable[K]{tags: t.tags, nodes: t.nodes, live: t.live}
 	t.tags, t.nodes, t.used = make([]uint8, size), make([]*node[K], size), 0
 	t.move()
@@ -190,12 +192,6 @@ func (t *table[K]) rebuild(size int) {
 func (t *table[K]) move() {
 	if o := t.old; o != nil {
 		t.moveTo(min(len(o.tags), o.next+moveStep))
-	}
-}
-
-func (t *table[K]) finish() {
-	if o := t.old; o != nil {
-		t.moveTo(len(o.tags))
 	}
 }
 

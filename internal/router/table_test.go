@@ -265,6 +265,6 @@ func BenchmarkTableRebuild(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		tb.rebuild(len(tb.tags))
-		tb.finish()
+		tb.moveTo(len(tb.old.tags))
 	}
 }
