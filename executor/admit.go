@@ -18,11 +18,9 @@ func (e *Executor[K]) check(ctx context.Context, fn func(context.Context) error)
 	case fn == nil:
 		return ErrNilFunc
 	}
-	// A call whose ctx already ended is refused before it is accepted.
-	return ctx.Err()
+	return ctx.Err() // an ended ctx: refused before it is accepted
 }
 
-// checkOne is check, then validate, for a call on one key.
 func (e *Executor[K]) checkOne(ctx context.Context, key K, fn func(context.Context) error) error {
 	if err := e.check(ctx, fn); err != nil {
 		return err
@@ -193,8 +191,7 @@ func (e *Executor[K]) askKey(m *mailbox.Mailbox, key K) (backpressure.Verdict, e
 	if !e.asksKey() {
 		return backpressure.Admit, nil
 	}
-	limit := e.cfg.maxPerKey
-	// The global cap was settled by reserve.
+	limit := e.cfg.maxPerKey // the global cap was settled by reserve
 	load := backpressure.Load{
 		Pending: m.Pending() + m.Parked(), // parked ones are ahead: no barging
 		Limit:   limit,

@@ -67,9 +67,8 @@ func (e *Executor[K]) doValid(ctx context.Context, key K, fn func(context.Contex
 		e.reuse(j) // never accepted: nothing refers to it
 		return err
 	case p == ranInline:
-		// In no queue, j was seen by nothing: reuse it even if striped or closing.
 		err := j.err
-		e.reuse(j)
+		e.reuse(j) // in no queue, j was seen by nothing: even if striped or closing
 		return err
 	}
 	return e.wait(ctx, j, outer, p == queuedLent)
@@ -84,13 +83,12 @@ const (
 	queuedLent                  // queued, the calling task's slot still lent (see enter)
 )
 
-// enter admits a single-key job and queues it or, if inline is allowed, the
-// key idle and a slot free, runs it on the caller's goroutine, which would
-// block anyway, with every rule of a pooled run: a slot (its task's own if
-// nested), a hold on the mailbox, Run. An error means it was not accepted.
-// A nested call that waited for room keeps its task's slot lent
+// enter admits a single-key job and queues it or, if inline is allowed, the key
+// idle and a slot free, runs it on the caller's goroutine (blocked anyway) as a
+// worker would, in a slot (its task's own if nested). An error means it was not
+// accepted. A nested call that waited for room keeps its task's slot lent
 // (queuedLent) until the task will end if ctx does (Do: as it waits; Go,
-// Submit: once queued), or while every slot is busy it would be deaf to ctx.
+// Submit: once queued): while every slot is busy it would be deaf to ctx.
 func (e *Executor[K]) enter(ctx context.Context, j *job[K], outer *taskCtx[K], inline bool) (placement, error) {
 	m, wait, err := e.admit(ctx, j.ctx.key, j.watched(), outer)
 	if err != nil {
@@ -150,8 +148,7 @@ func (e *Executor[K]) admit(ctx context.Context, key K, own context.Context, out
 			e.unreserve()
 			return nil, false, e.reject(err)
 		}
-		if own != nil && !e.batchRelease {
-			// m locked: see sweepAll.
+		if own != nil && !e.batchRelease { // m locked: see sweepAll
 			if own != background && !e.cancelable.Load() {
 				e.cancelable.Store(true)
 			}
@@ -215,9 +212,8 @@ func (e *Executor[K]) runInline(j *job[K], outer *taskCtx[K], s slot) {
 	j.Run()
 }
 
-// inline runs a nested call's fn on keys its task holds (WithReentrant) at
-// once, as part of the task (no Stats); a panic becomes a *PanicError
-// rather than unwind the task.
+// inline runs a nested call's fn at once, as part of its task, on keys the task
+// holds (WithReentrant): no Stats, and a panic becomes a *PanicError.
 func (e *Executor[K]) inline(ctx context.Context, fn func(context.Context) error, key zap.Field) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -306,10 +302,9 @@ func (e *Executor[K]) wait(ctx context.Context, j *job[K], outer *taskCtx[K], le
 	return err
 }
 
-// withdraw cancels j for wait, filed as b (nil: not filed) and lent its
-// task's slot if lent, which it unfiles and takes back on a Goexit (j
-// settles anyway: see cancel). A defer in wait would enlarge the frame
-// every waiting Do blocks in, growing their stacks (BenchmarkReferenceWorkload).
+// withdraw cancels j for wait, filed as b (nil: not filed) and lent its task's
+// slot if lent; on a Goexit it unfiles b and takes the slot back (j settles
+// anyway: see cancel). A defer in wait would enlarge every waiting Do's frame.
 func (e *Executor[K]) withdraw(j *job[K], err error, b *blocker[K], outer *taskCtx[K], lent bool) bool {
 	returned := false
 	defer func() {

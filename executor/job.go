@@ -35,14 +35,11 @@ type core[K comparable] struct {
 	e     *Executor[K] // set when the core is made, never changed
 	multi *[]K         // a multi-key task's keys, deduplicated
 
-	// in is set only in the mark of a task context's child (innerCtx).
-	in *innerCtx[K]
+	in *innerCtx[K] // set only in the mark of a task context's child
 
-	// counts: a plain core's shard's (plainCoreOf); nil in a job's.
-	counts *taskCounts
+	counts *taskCounts // a plain core's shard's (plainCoreOf); nil in a job's
 
-	// bits: lentBit while a nested call borrows (and owns) the task's slot.
-	bits atomic.Uint32
+	bits atomic.Uint32 // lentBit while a nested call borrows (and owns) the task's slot
 
 	// Set before a job is queued (false in a plain core); they fill padding.
 	async bool // a Batcher message, or a Go or Submit waiting for room: Settle ends the task, nobody waits on done
@@ -110,11 +107,10 @@ func (e *Executor[K]) tellStarted(stamp int64, start *time.Time) {
 	e.obs.TaskStarted(time.Duration(start.Sub(epoch)) - time.Duration(stamp))
 }
 
-// invoke starts a task accepted at stamp (counts it in n, tells the
-// Observer, sets start if there is one) and runs fn with c, making a panic
-// a *PanicError logged with the key. If the goroutine exits instead
-// (runtime.Goexit in fn, TaskStarted or the logger: neither a return nor a
-// panic, told apart as singleflight does), exited ends it as ErrGoexit.
+// invoke starts a task accepted at stamp (counts it in n, tells the Observer,
+// sets start if there is one) and runs fn with c, making a panic a *PanicError
+// logged with the key. If the goroutine exits instead (runtime.Goexit in fn,
+// TaskStarted or the logger), exited ends it as ErrGoexit.
 func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(context.Context) error, stamp int64,
 	exited func(start time.Time)) (outcome Outcome, start time.Time, err error) {
 	c.job().fresh()
@@ -123,9 +119,8 @@ func (e *Executor[K]) invoke(c *taskCtx[K], n *taskCounts, multi *[]K, fn func(c
 		if returned {
 			return
 		}
-		// nil: a Goexit. Since Go 1.21 panic(nil) is a *runtime.PanicNilError.
 		v := recover()
-		if v == nil {
+		if v == nil { // a Goexit (panic(nil) is a *runtime.PanicNilError)
 			exited(start)
 			return
 		}

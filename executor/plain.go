@@ -16,7 +16,6 @@ import (
 // nothing: its ctx is carved as it runs, on the core that reads it (goCtx).
 // An ended ctx is noticed lazily ("Lazy cancellation" in admit.go).
 
-// goPlain is Go for a plain task.
 func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Context) error) error {
 	m, wait, err := e.admitPlain(ctx, key)
 	switch {
@@ -194,7 +193,7 @@ func (e *Executor[K]) leanEnded(c *taskCtx[K], v any) error {
 	n := c.job().counts
 	c.end()
 	n.completed.Add(1)
-	if v == nil { // Since Go 1.21 panic(nil) is a *runtime.PanicNilError
+	if v == nil { // a Goexit: see invoke
 		return ErrGoexit
 	}
 	e.panicked.Add(1)
@@ -240,7 +239,6 @@ func plainOps[K comparable](e *Executor[K]) taskOps {
 	}
 }
 
-// submitPlain is Submit for a plain task.
 func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Context) error) (*Task, error) {
 	s := newPlainSub[K](ctx)
 	s.task.ops, s.ctx.key = &e.plainOps, key
@@ -258,12 +256,11 @@ func (e *Executor[K]) submitPlain(ctx context.Context, key K, fn func(context.Co
 	return &s.task, nil
 }
 
-// admitPlain is admit for a plain task: it returns key's mailbox locked,
-// and whether to wait for room. Without a global cap (batchRelease) a task
-// queued at once takes no reservation, writing no word every submitter
+// admitPlain is admit for a plain task. Without a global cap (batchRelease) a
+// task queued at once takes no reservation, writing no word every submitter
 // writes: its shard's counts hold it for Close's drain until its batch ends
-// (settled). It reads closed under the shard's lock, which Close's seal
-// takes after setting closed: it sees closed, or the drain sees it.
+// (settled). It reads closed under the shard's lock, which Close's seal takes
+// after setting closed: it sees closed, or the drain sees it.
 func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox, wait bool, err error) {
 	if !e.batchRelease {
 		return e.admit(ctx, key, ctx, nil)
@@ -274,8 +271,7 @@ func (e *Executor[K]) admitPlain(ctx context.Context, key K) (m *mailbox.Mailbox
 	m = e.router.Acquire(key)
 	v, err := e.askKeyHeld(m, key, false)
 	if v != backpressure.Admit && e.capSweep(m) {
-		// Tasks whose ctx ended held room (see sweep): ask again, once.
-		m = e.router.Acquire(key)
+		m = e.router.Acquire(key) // swept tasks held room (see sweep): ask again
 		v, err = e.askKeyHeld(m, key, false)
 	}
 	switch {
@@ -412,9 +408,9 @@ func (e *Executor[K]) shardLocal(m *mailbox.Mailbox) *shardLocal[K] {
 	return s
 }
 
-// newCtx returns a Do's context from m's (locked) shard's block, never
-// reused, so one fn keeps speaks for no later task, but keeps its block
-// alive; the block being carved keeps ended ones (TestEndedContextsReleased).
+// newCtx returns a Do's context from m's (locked) shard's block, never reused:
+// one that fn keeps speaks for no later task, but keeps its block alive; the
+// block being carved keeps ended ones (TestEndedContextsReleased).
 func (e *Executor[K]) newCtx(m *mailbox.Mailbox, ctx context.Context) *taskCtx[K] {
 	c := carve(&e.shardLocal(m).free, ctxBlock)
 	c.parent = ctx
