@@ -151,8 +151,7 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 			work = append(work, b.on)
 		}
 	}
-	// holders follows the blocked tasks that hold one of keys, and reports
-	// whether the caller's own chain holds one: a cycle.
+	// holders follows keys' blocked holders; true if the caller's chain holds one.
 	holders := func(keys []K) bool {
 		for _, k := range keys {
 			if e.held(ctx, k) {
@@ -172,7 +171,6 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 		}
 		seen[w] = struct{}{}
 		if p := w.p; p != nil {
-			// A plain Submit waits as an exclusive turn, queued or running, does.
 			live, queued := e.plainAhead(p, push)
 			if !live {
 				continue // ended: it waits for nothing
@@ -214,7 +212,6 @@ func (e *Executor[K]) closesCycle(ctx context.Context, start waitee[K]) bool {
 			if t.Shared() {
 				continue // other holders of a shared key are not its task
 			}
-			// Its task is whoever holds its keys (a batch has its own ctx).
 			if holders(keys) {
 				return true
 			}

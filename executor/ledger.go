@@ -10,10 +10,9 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// The ledger: what an accepted task holds until it ends, what Stats count,
-// and what Close's drain waits for; every count lives here. Starts and ends
-// are counted where fn runs (invoke, runLean, a Batcher's run). An accepted
-// task holds exactly one of these until it ends:
+// The ledger: every count, what Stats read and what Close's drain waits for.
+// Starts and ends are counted where fn runs (invoke, runLean, a Batcher's
+// run). An accepted task holds exactly one of these until it ends:
 //   - a reservation in pending: every job, Batcher message and, with a
 //     global cap (WithMaxPending), every plain task; the global cap and its
 //     waiting room count these (reserveTurn, room.go);
@@ -109,11 +108,10 @@ func (e *Executor[K]) unreserve() {
 	}
 }
 
-// settled gives back what settled tasks on m held: turns' reservations in
-// one atomic add, plain tasks' places in m's shard's counts (admitPlain);
-// Close may then return. Called at a batch's end (RunnerOptions.Ran) and by
-// endTaken, only without a global cap (batchRelease): nobody waits for room
-// then, and only Close's drain counts.
+// settled gives back what settled tasks on m held (turns' reservations,
+// plain tasks' places in m's shard's counts: admitPlain) to Close's drain.
+// Called at a batch's end (RunnerOptions.Ran) and by endTaken, only without
+// a global cap (batchRelease), when nobody waits for room.
 func (e *Executor[K]) settled(m *mailbox.Mailbox, turns, plains int) {
 	if turns > 0 {
 		e.pending.Add(-int64(turns))
@@ -152,10 +150,9 @@ func (e *Executor[K]) plainHeld() uint64 {
 	return n
 }
 
-// seal lets Close's drain count, once closed is set: it waits for every
-// submission that holds a router shard's lock to let go of it, so that a
-// plain task accepted there, having read closed false, is counted by then
-// (see admitPlain), and any later one reads closed true.
+// seal, once closed is set, waits for every router shard's lock to be let
+// go before Close's drain counts: a plain task accepted having read closed
+// false is counted by then (see admitPlain), and any later one reads it true.
 func (e *Executor[K]) seal() {
 	e.router.Barrier()
 	e.sealed.Store(true)
@@ -214,9 +211,8 @@ func (e *Executor[K]) observeAccepted() {
 	}
 }
 
-// tellAccepted tells the Observer (the caller checked there is one) of an
-// acceptance; if TaskAccepted calls runtime.Goexit, exited runs as the
-// goroutine exits, so what the caller holds is not left behind.
+// tellAccepted tells the Observer (there is one) of an acceptance; if
+// TaskAccepted calls runtime.Goexit, exited gives back what the caller holds.
 func (e *Executor[K]) tellAccepted(exited func()) {
 	told := false
 	defer func() {
@@ -244,10 +240,9 @@ func (e *Executor[K]) abandon(j *job[K], err error) {
 	e.abandoned(j.ctx, j.multi, false, err)
 }
 
-// abandoned accounts for an accepted task (context c, keys multi if
-// several) that will never run because of err, before any user code hears
-// of it; if unread, err goes to the error handler in a deferred call, which
-// an Observer calling runtime.Goexit in TaskCanceled cannot prevent.
+// abandoned accounts for an accepted task (keys multi if several) that will
+// never run because of err, before user code hears of it; if unread, err goes
+// to the error handler, deferred so that a Goexit in TaskCanceled cannot stop it.
 func (e *Executor[K]) abandoned(c *taskCtx[K], multi *[]K, unread bool, err error) {
 	e.canceled.Add(1)
 	c.end()
@@ -271,21 +266,19 @@ type paddedUint64 struct {
 	_ [56]byte
 }
 
-// taskCounts are the started and completed counts of some tasks, on a
-// cache line of their own (see ledger.counts), and for a shard's plain
-// tasks how many settled (see shardCounts): the drive loops write them all.
+// taskCounts are what the drive loops count, on a cache line of their own:
+// started, completed and, for a shard's plain tasks, settled (shardCounts).
 type taskCounts struct {
 	started, completed, settled atomic.Uint64
 	_                           [40]byte
 }
 
 // shardCounts are a router shard's (or stripe's) plain-task counts (see
-// shardLocal), on lines apart by writer: submitted by submitters under the
-// shard's lock (queuePlain), in the count beside it (Mailbox.Count);
-// started and completed by the drive loops; settled (ended and gave back
-// their place) by the drive loops a batch at a time without a global cap
-// (batchRelease), where submitted - settled is what the shard's tasks hold
-// for Close's drain (see admitPlain).
+// shardLocal), on lines apart by writer: submitted, the count beside the
+// shard's lock (Mailbox.Count), by submitters holding it (queuePlain); the
+// rest by the drive loops, settled (ended, place given back) a batch at a
+// time without a global cap (batchRelease), where submitted - settled is
+// what the shard's tasks hold for Close's drain (see admitPlain).
 type shardCounts struct {
 	submitted *atomic.Uint64
 	taskCounts

@@ -10,16 +10,15 @@ import (
 
 // room is the executor's waiting room for executor-wide room (WithMaxPending
 // under a policy that waits): a FIFO semaphore over a count it does not own,
-// the pending reservations, which Close's drain reads too; a waiter handed a
-// unit holds a reservation. No barging: while anyone waits, new submissions
-// line up behind them (see reserveTurn).
+// the pending reservations, which Close's drain reads too. No barging: while
+// anyone waits, new submissions line up behind them (see reserveTurn).
 //
-// A waiter handed a unit is in transit, and counts as waiting, until it has
-// taken its place in its key's queue or was refused (handOn). Units go in
-// the order waiters came, several in transit at once so that room freed by
-// many tasks lets many in together, but only on different keys (lanes): a
-// waiter whose key one in transit has waits until that one is placed, so
-// calls on one key enter its queue in the order they waited.
+// A waiter handed a unit holds a reservation and is in transit, counted as
+// waiting, until placed in its key's queue or refused (handOn). Units go in
+// arrival order, several in transit at once (room freed by many tasks lets
+// many in together) but only on different keys (lanes): a waiter whose lane
+// is in transit waits until that one is placed, so calls on one key enter
+// its queue in the order they waited.
 type room struct {
 	mu      sync.Mutex
 	waiters []*roomWaiter // guarded by mu; oldest first

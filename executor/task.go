@@ -82,8 +82,7 @@ func (t *Task) Wait(ctx context.Context) error {
 		return err
 	}
 	defer after()
-	// The task's ctx is watched only while someone waits: if it ends, the
-	// task is withdrawn (a no-op once it runs), so its end comes at once.
+	// If the task's ctx ends meanwhile, withdraw the task (a no-op once it runs).
 	var own <-chan struct{}
 	sub := t.ops.submitter(t)
 	if sub != nil {
@@ -135,8 +134,7 @@ func (t *Task) end() {
 }
 
 // fail records a non-nil err as a plain Submit's result before it ends:
-// only a failed task pays for one (its waiters, unless Done made them).
-// Waiters read err once end closed ch; an ended Task keeps its result.
+// only a failed task pays for waiters (unless Done made them).
 func (t *Task) fail(err error) {
 	if err == nil {
 		return
@@ -148,13 +146,12 @@ func (t *Task) fail(err error) {
 		}
 		w = t.w.Load() // Done won
 	}
-	if w != ended {
+	if w != ended { // an ended Task keeps its result
 		w.err = err // Done made them: nobody reads err before end
 	}
 }
 
-// submission is an asynchronous job, fn's ctx and its Task; Batcher messages
-// embed it.
+// submission is an async job, fn's ctx and its Task; Batcher messages embed it.
 type submission[K comparable] struct {
 	job[K]
 	ctx  taskCtx[K]

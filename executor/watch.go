@@ -8,27 +8,24 @@ import (
 	"github.com/perkey/perkey/internal/mailbox"
 )
 
-// Watching the room a waiting submission waits for.
-//
-// Nothing watches a queued task's ctx (see "Lazy cancellation" in
-// admit.go), so a task whose ctx ended would hold room, and a submission
-// waiting for it would wait, until its queue reached it. So while anyone
-// waits for room, the ctxs of the asynchronous tasks holding it are watched
-// (context.AfterFunc), and the end of one sweeps the keys its tasks were
-// seen on (sweepKey, on AfterFunc's goroutine, where the swept tasks'
-// callbacks run); synchronous tasks' callers withdraw them. A wait is
-// watched only once it has lasted roomWatchAfter (lateWatch): a room whose
-// tasks move lets its waiters in before then, and one that stands still at
-// most roomWatchAfter after a ctx ahead ended (ARCHITECTURE.md,
-// "Cancellation", has the costs). Arrival at a cap still sweeps first
-// (admit; a large room at most once per capSweepEvery).
+// Watching the room a waiting submission waits for: nothing watches a queued
+// task's ctx (see "Lazy cancellation" in admit.go), so a task whose ctx ended
+// would hold room, and a submission waiting for it would wait, until its
+// queue reached it. So while anyone waits for room, the ctxs of the
+// asynchronous tasks holding it are watched (context.AfterFunc), and the end
+// of one sweeps the keys its tasks were seen on (sweepKey, on AfterFunc's
+// goroutine, where the swept tasks' callbacks run); synchronous tasks'
+// callers withdraw them. A wait is watched only once it has lasted
+// roomWatchAfter (lateWatch): a room whose tasks move lets its waiters in
+// before then, and one that stands still at most roomWatchAfter after a ctx
+// ahead ended (ARCHITECTURE.md, "Cancellation", has the costs). Arrival at a
+// cap still sweeps first (admit; a large room at most once per capSweepEvery).
 
 // roomWatch is the watch shared by the waiters of one room, a key's
 // (watchKey) or the executor's (watchGlobal), guarded by Executor.watchMu.
-// It watches each distinct ctx (by its Done channel) once and ends with the
-// last waiter. Its cost is the waiters', never a queued task's, and bounded
-// by what holds room: each look drops what it missed (prune), so a room
-// that never empties keeps no registration per submission it let in.
+// It watches each distinct ctx once and ends with the last waiter. It costs
+// the waiters, never a queued task, and no more than what holds room: each
+// look drops what it missed (prune).
 type roomWatch[K comparable] struct {
 	waiters int                                // submissions that use it
 	watched map[<-chan struct{}]*watchedCtx[K] // by Done channel
