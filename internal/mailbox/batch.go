@@ -18,14 +18,13 @@ type batch struct {
 	first, n int
 }
 
-// runBatch runs the exclusive single-key tasks at the queue's head (plain or
-// turns) in queue order, up to budget (a group's run counts one, a tombstone
-// none), and returns how many it took (m locked on entry and return). It cuts
-// under one lock and runs unlocked, m.hold holdPlain so new submissions queue
-// behind; its slots stay in the ring until it ends (a resize copies slots,
-// never overwrites them). A task taken out before it starts is skipped: a
-// turn loses its start CAS to its canceler (who frees its place,
-// Entry.release), a plain task its claim to TakePlain.
+// runBatch runs the exclusive single-key tasks (plain or turns) at the queue's
+// head in queue order, up to budget (a group's run counts one, a tombstone none),
+// and returns how many it took (m locked on entry and return). It cuts under one
+// lock and runs unlocked, m.hold holdPlain so new submissions queue behind; its
+// slots stay in the ring until it ends (a resize copies, never overwrites them).
+// A task taken out before it starts is skipped: a turn loses its start CAS to its
+// canceler (Entry.release frees its place), a plain task its claim to TakePlain.
 func (m *Mailbox) runBatch(budget int) int {
 	q := &m.q
 	buf, args := q.buf(), q.argBuf()
@@ -159,7 +158,6 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 		}
 		t := e.t
 		if g := t.group(); g != nil {
-			// A group's run: of up to Max turns, those that win their start.
 			if scratch == nil {
 				// The run ends with the batch: size it by what is left.
 				scratch = make([]*Turn, 0, min(g.Max, b.n-i))
@@ -218,9 +216,9 @@ func (m *Mailbox) runFrom(b batch, i, plain, turns, plains int) {
 	}
 }
 
-// claim claims plain task i of a running batch for the loop starting it or
-// TakePlain taking it out: one atomic OR, true for whoever gets it. Without
-// its extra, a mailbox runs batches of one, which TakePlain leaves alone.
+// claim reports whether the caller, the loop starting plain task i of a running
+// batch or TakePlain taking it out, got it first. x is nil only in a batch of
+// one, which TakePlain leaves alone.
 func claim(x *extra, i int) bool {
 	return x == nil || x.plainClaim.Or(1<<i)&(1<<i) == 0
 }
@@ -253,9 +251,8 @@ func (m *Mailbox) finishRuns(x *extra, ts []*Turn) {
 // ranBatched frees the places of n batched tasks that ran and admits parked
 // submissions (queued behind the batch); x is m.x as the loop loaded it (nil:
 // a batch of one). Places go to x.ran, which endBatch takes off pending under
-// the lock (see count): pending shares the line every submitter writes, which
-// an add per task would bounce (ARCHITECTURE.md, "The queue"). Nothing here
-// reads that line, nor do submitters the extra's (stamps).
+// the lock (see count), so no add per task bounces pending's line, which every
+// submitter writes; submitters keep off x's (stamps). ARCHITECTURE.md, "The queue".
 func (m *Mailbox) ranBatched(x *extra, n int) {
 	if x == nil {
 		m.pending.Add(-int32(n))

@@ -86,10 +86,9 @@ type extra struct {
 
 	plainClaim atomic.Uint32 // a bit per plain task of the batch (maxCut): claim
 
-	// cursor is where the running batch's loop got (0: no batch): the index
-	// in the batch (high half) and plain tasks before it (low half) of the
-	// turn it starts or the slot after a group's run. Every slot before it
-	// started or was skipped, so the queue's readers start there.
+	// cursor is where the running batch's loop got (0: no batch): batch index (high
+	// half) and plain tasks before (low half) of the turn it starts or the slot after
+	// a group's run. All before it started or were skipped: queue readers start there.
 	cursor atomic.Uint64
 
 	// ran counts the batch's ended tasks still in pending (ranBatched): added
@@ -307,9 +306,8 @@ func (m *Mailbox) CanHold(shared bool) bool {
 	return m.q.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
-// Hold grants single-key task t its hold at once; the caller, which owns an
-// execution slot and checked CanHold under this lock, runs t and calls
-// t.Vacate after, unlocked. t stays Queued (State), reusable after Vacate.
+// Hold grants single-key t its hold now, CanHold checked under this lock; the caller,
+// owning a slot, runs t, then t.Vacate unlocked. t stays Queued, reusable after Vacate.
 func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
@@ -404,13 +402,12 @@ func (m *Mailbox) wake() bool {
 	return true
 }
 
-// unlockRetire retires m if idle, then unlocks. This settles the retirement
-// race: idleness is decided under the shard lock every submitter takes to
-// find m, so a submitter finds m live (its entry keeps it so) or gone (and
-// creates a fresh one); m is never touched after it retires. pending is read
-// once: a fast hold may be given back unlocked at any moment (UnholdPlain),
-// and a swap between two reads would retire m with a stale hold nobody gives
-// back, queueing the next submitter behind it.
+// unlockRetire retires m if idle, then unlocks. The retirement race: idleness
+// is decided under the shard lock every submitter takes to find m, so it finds
+// m live (its entry keeps it so) or gone (and makes a fresh one); a retired m
+// is never touched. pending is read once, as a fast hold may be given back
+// unlocked at any time (UnholdPlain): two reads could retire m with a stale
+// hold nobody gives back, queueing the next submitter behind it.
 func (m *Mailbox) unlockRetire() {
 	h := m.home
 	v := m.pending.Load()
@@ -440,13 +437,11 @@ func (m *Mailbox) drive(budget int) *Turn {
 			return nil
 		}
 		if budget == 0 && m.home.r.nready.Load() == 0 {
-			// Nothing waits for a slot: a yield would only hand m back.
-			budget = m.home.r.throughput
+			budget = m.home.r.throughput // a yield would only hand m back
 		}
 		if budget == 0 {
-			// Yield: m stays driven and goes to the back of the ready queue.
 			m.home.mu.Unlock()
-			m.home.r.requeue(m)
+			m.home.r.requeue(m) // yield: m stays driven, at the ready queue's back
 			return nil
 		}
 		if e == nil || e.t.many == nil && !e.shared {
@@ -478,8 +473,7 @@ func (m *Mailbox) drive(budget int) *Turn {
 func (m *Mailbox) take(e *Entry) *Turn {
 	m.unlink(e)
 	if e.t.state.Load() == Canceled {
-		// Its canceler finds the entry neither queued nor held.
-		m.pending.Add(-1)
+		m.pending.Add(-1) // its canceler finds e neither queued nor held
 		return nil
 	}
 	m.grant(e)

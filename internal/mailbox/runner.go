@@ -17,10 +17,9 @@ func (it item) turn() *Turn { t, _ := it.v.(*Turn); return t }
 
 func (it item) resume() chan struct{} { c, _ := it.v.(chan struct{}); return c }
 
-// Runner bounds execution to limit slots, each owned by one goroutine (a
-// drive loop on the pond pool, or a caller running a task inline). Work with
-// no free slot waits in a FIFO ready queue, never in pond's, so no stale
-// pool job can run a mailbox it no longer owns.
+// Runner bounds execution to limit slots, each owned by a goroutine: a drive loop
+// on pond, or a caller running a task inline. Work without a slot waits in a FIFO
+// ready queue, not pond's, so no stale pool job runs a mailbox it no longer owns.
 type Runner struct {
 	pool       pond.Pool
 	limit      int32
@@ -97,8 +96,7 @@ type RunnerOptions struct {
 	Released func()
 }
 
-// NewRunner returns a Runner with limit slots that drives mailboxes on pool,
-// throughput tasks of one mailbox at a time.
+// NewRunner returns a Runner of limit slots on pool; throughput is drive's budget.
 func NewRunner(pool pond.Pool, limit, throughput int, opt RunnerOptions) *Runner {
 	return &Runner{pool: pool, limit: int32(limit), throughput: throughput, opt: opt}
 }
@@ -206,8 +204,7 @@ func (r *Runner) start(it item) {
 func (r *Runner) spawn(f func()) {
 	r.loops.Add(1)
 	if err := r.pool.Go(f); err != nil {
-		// The pool refused (stopped or full): accepted work is never dropped.
-		go f()
+		go f() // pool stopped or full: accepted work is never dropped
 	}
 }
 
@@ -218,9 +215,8 @@ func (r *Runner) loop(it item) {
 	r.serve(it)
 }
 
-// takeOver, deferred on a loop's goroutine exiting by runtime.Goexit, hands
-// its slot to a fresh loop that runs rest, then serves it (the exiting loop
-// counts in loops until it is gone).
+// takeOver, deferred as a loop's goroutine exits by runtime.Goexit, hands its slot
+// to a fresh loop that runs rest, then serves it (the exiting one stays in loops).
 func (r *Runner) takeOver(rest func(), it item) {
 	r.spawn(func() {
 		defer r.loops.Done()
@@ -366,8 +362,7 @@ func (q *fifo[T]) pop() (T, bool) {
 	q.head = (q.head + 1) & (len(q.buf) - 1)
 	q.size--
 	if len(q.buf) > 64 && q.size <= len(q.buf)/8 {
-		// Give back what a burst took: memory follows the work now.
-		q.resize(len(q.buf) / 4)
+		q.resize(len(q.buf) / 4) // give back what a burst took
 	}
 	return v, true
 }

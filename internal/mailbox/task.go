@@ -58,11 +58,10 @@ type Work interface {
 	// Settle, called once after Run or a successful Cancel, when no mailbox
 	// refers to the task any more, wakes its waiters.
 	Settle()
-	// Promote, which must not block, is called locked as a parked submission
-	// (Mailbox.Park) gets room, just before it is queued. False refuses it
-	// (the owner is closing): it stays parked, ahead of the others, until
-	// Unparked. A submitter it wakes locks the mailbox before touching the
-	// task's entries, finding that lock from an entry's mailbox (set by Park).
+	// Promote, called locked as a parked submission (Mailbox.Park) gets room,
+	// just before it is queued, must not block. False refuses it (the owner is
+	// closing): it stays parked, ahead of the others, until Unparked. A submitter
+	// it wakes locks an entry's mailbox (set by Park) before touching the entries.
 	Promote() bool
 }
 
@@ -159,10 +158,9 @@ func (t *Turn) group() *Group {
 	return t.work.(Grouped).Group()
 }
 
-// InitMany prepares t for an exclusive multi-key submission of n keys and
-// returns its entries, for Mailbox.Enqueue; t is Staged until Commit or
-// Withdraw. Never reinitialise a task that was ever queued: whoever saw it
-// (EachWaiting, EachManyAhead) may still refer to it.
+// InitMany prepares t for an exclusive submission on n keys, returning its entries
+// for Mailbox.Enqueue; t is Staged until Commit or Withdraw. Never reinitialise a
+// task once queued: whoever saw it (EachWaiting, EachManyAhead) may still hold it.
 func (t *Turn) InitMany(w Work, n int) []Entry {
 	t.state.Store(Staged)
 	t.need.Store(int32(n))
@@ -176,8 +174,7 @@ func (t *Turn) InitMany(w Work, n int) []Entry {
 	return many
 }
 
-// SetStamp records when the task was accepted, for Mailbox.OldestStamp.
-// Call it before the task is queued.
+// SetStamp records when t was accepted (OldestStamp); call it before t is queued.
 func (t *Turn) SetStamp(at int64) { t.stamp.Store(at) }
 
 func (t *Turn) Stamp() int64 { return t.stamp.Load() }
