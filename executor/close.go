@@ -14,11 +14,12 @@ import (
 // pool given with WithPool is left running), and Close returns nil.
 //
 // If ctx ends first, Close gives up, as http.Server.Shutdown does: tasks
-// that have not started end with ErrClosed (their Wait or Do returns it),
-// running tasks see their ctx canceled, and Close returns ctx's error at
-// once, without waiting for a task that ignores its ctx. Such a task keeps
-// its goroutine and its key's mailbox until fn returns; nothing else is
-// left, and a later Close returns nil once nothing runs.
+// that have not started, those a worker took into a batch included, end
+// with ErrClosed (their Wait or Do returns it, a Go's error handler hears
+// it), running tasks see their ctx canceled, and Close returns ctx's error
+// at once, without waiting for a task that ignores its ctx. Such a task
+// keeps its goroutine and its key's mailbox until fn returns; nothing else
+// is left, and a later Close returns nil once nothing runs.
 //
 // Close is idempotent and safe to call concurrently. Once a Close has
 // returned nil, no goroutine of the executor is left. Called from inside a
