@@ -306,8 +306,10 @@ func (m *Mailbox) CanHold(shared bool) bool {
 	return m.q.queued() == 0 && m.hold == holdNone && (shared || m.sharing() == 0)
 }
 
-// Hold grants single-key t its hold now, CanHold checked under this lock; the caller,
-// owning a slot, runs t, then t.Vacate unlocked. t stays Queued, reusable after Vacate.
+// Hold grants single-key t its hold now, CanHold checked under this lock;
+// the caller, owning a slot, runs t, then calls t.Vacate unlocked. t stays
+// Queued (in no queue, nothing else can start or cancel it) and may be
+// reused once Vacate returns.
 func (m *Mailbox) Hold(t *Turn) {
 	e := &t.one
 	e.m = m
