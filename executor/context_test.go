@@ -448,10 +448,9 @@ func TestWithdrawStress(t *testing.T) {
 					g.open() // the key runs from here on
 				}
 				withdraw := i%2 == 1
-				ctx, cancel := context.WithCancel(bg)
-				if !withdraw {
-					cancel()
-					ctx = bg
+				ctx, cancel := bg, context.CancelFunc(func() {})
+				if withdraw {
+					ctx, cancel = context.WithCancel(bg)
 				}
 				task, err := e.Submit(ctx, "k", func(context.Context) error {
 					mu.Lock()
@@ -460,15 +459,14 @@ func TestWithdrawStress(t *testing.T) {
 					mu.Unlock()
 					return nil
 				})
-				if err != nil || !withdraw {
-					cancel()
-					if err != nil {
-						errs <- err
-						return
-					}
+				cancel() // a withdrawn task's ctx ends while it is queued, or as it runs
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !withdraw {
 					continue
 				}
-				cancel()
 				wctx, wcancel := context.WithTimeout(bg, patience)
 				err = task.Wait(wctx)
 				wcancel()

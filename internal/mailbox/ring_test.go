@@ -218,8 +218,7 @@ func TestFindPlain(t *testing.T) {
 	q.taken, q.cut = 2, 2 // a batch runs the first two
 	notQueued := map[int]bool{0: true, 1: true}
 	for _, i := range []int{3, 4, 8} {
-		k := q.index(at[i].pos)
-		q.buf()[k], q.argBuf()[k] = slot{}, nil // taken out (a withdrawal)
+		clearSlot(q.buf(), q.argBuf(), q.index(at[i].pos)) // taken out (a withdrawal)
 		notQueued[i] = true
 	}
 	check := func(when string) {
