@@ -41,6 +41,11 @@
 //     The gap between it and perkey is what the rest of perkey costs on
 //     that path; the gap between it and the actor is what the guarantees
 //     cost.
+//   - impl=actor-ctx, in the Throughput cells of Go: the plain actor giving
+//     each fn the ctx the contract asks for (fresh, naming its key, ended
+//     when fn returns) and not running a task whose ctx ended, and nothing
+//     else. The gap between it and the actor is what that ctx alone costs,
+//     whatever else an executor keeps.
 //
 // Lock-based peers run the task inline on the calling goroutine, so for them
 // Submit is the same as Do. Every task is trivial (it bumps a per-key counter,

@@ -32,7 +32,7 @@ var (
 	throughputFeeds = []feedKind{feedOwned, feedShared}
 	throughputCtxs  = []ctxKind{ctxBackground, ctxCancelShared, ctxCancelPerTask}
 	throughputKeys  = []int{1, 16, 1024, 100_000}
-	throughputImpls = []string{"actor", "perkey", "floor"} // the base first; floor in api=Go only
+	throughputImpls = []string{"actor", "perkey", "floor", "actor-ctx"} // the base first; the sticks (goOnly) in api=Go only
 
 	// BenchmarkThroughputBounded's: perkey bounded as a user bounds a
 	// producer that outruns the workers, beside the actor and unbounded
@@ -99,8 +99,8 @@ func benchCells(b *testing.B, keys []int, impls []string) {
 			for _, ck := range throughputCtxs {
 				for _, n := range keys {
 					for _, im := range impls {
-						if im == "floor" && api != "Go" {
-							continue // the floor has no Task
+						if goOnly(im) && api != "Go" {
+							continue // a measuring stick for Go
 						}
 						c := cell{api: api, feed: feed, ctx: ck, keys: n, impl: im}
 						b.Run(c.String(), func(b *testing.B) { benchCell(b, c) })
@@ -147,8 +147,13 @@ type cell struct {
 	feed feedKind
 	ctx  ctxKind
 	keys int
-	impl string // "actor", "perkey", "perkey-stripes", "perkey-bounded", "perkey-keycap" or "floor"
+	impl string // "actor", "perkey", "perkey-stripes", "perkey-bounded", "perkey-keycap", "floor" or "actor-ctx"
 }
+
+// goOnly reports whether impl is a measuring stick for Go's cells, not an
+// alternative to perkey: the floor, which has no Task, and the actor
+// giving each fn the ctx a Go gives it.
+func goOnly(impl string) bool { return impl == "floor" || impl == "actor-ctx" }
 
 func (c cell) String() string {
 	return fmt.Sprintf("api=%s/feed=%s/ctx=%s/keys=%d/impl=%s", c.api, c.feed, c.ctx, c.keys, c.impl)
@@ -258,6 +263,8 @@ func newTarget(ctx context.Context, c cell, ks []string) target {
 			return newSameCtxActor(ctx, ks)
 		}
 		return newCtxActor(ks)
+	case "actor-ctx":
+		return newFreshCtxActor(ks)
 	case "floor":
 		return floorGoTarget{newFloorGo(runtime.GOMAXPROCS(0))}
 	case "perkey", "perkey-stripes", "perkey-bounded", "perkey-keycap":
@@ -516,4 +523,47 @@ func (a *ctxActor) close() error {
 	}
 	a.wg.Wait()
 	return nil
+}
+
+// freshCtxActor (impl=actor-ctx) is ctxActor paying for what the contract
+// asks of fn's ctx and nothing else: each fn gets a fresh context that names
+// its key and records its end (the floor's, carved 8 to a block), and a task
+// whose ctx ended does not run. It measures how much of the distance between
+// the plain actor and any executor of the contract that ctx alone is, not
+// an alternative: it has no bound on its goroutines, no retirement, no
+// caps. It serves every ctx kind.
+type freshCtxActor struct{ ctxActor }
+
+func newFreshCtxActor(ks []string) *freshCtxActor {
+	a := &freshCtxActor{ctxActor{inboxes: make(map[string]chan ctxTask, len(ks))}}
+	var started sync.WaitGroup
+	started.Add(len(ks))
+	for _, k := range ks {
+		ch := make(chan ctxTask, throughputInbox)
+		a.wg.Go(func() {
+			started.Done()
+			var bg []floorGoCtx
+			var homes []floorGoHome
+			for t := range ch {
+				var c *floorGoCtx
+				if t.ctx == floorBackground {
+					c = carveFloor(&bg)
+					c.parent = &floorBackground
+				} else {
+					h := carveFloor(&homes)
+					h.caller = t.ctx
+					c = &h.c
+					c.parent = &h.caller
+				}
+				c.key = k
+				if t.ctx.Err() == nil {
+					_ = t.fn(c)
+				}
+				c.ended.Store(1)
+			}
+		})
+		a.inboxes[k] = ch
+	}
+	started.Wait()
+	return a
 }

@@ -5,7 +5,7 @@
 //   - for each api and feed, perkey's tasks/s over the plain actor's, by ctx
 //     kind and key count (above 1 perkey is faster); where the input has
 //     impl=floor, the floor's over the actor's and perkey's over the
-//     floor's;
+//     floor's; likewise for impl=actor-ctx;
 //   - for each api and feed, perkey's ns per task with a cancelable ctx
 //     over its ns per task with context.Background();
 //   - each impl's medians themselves (tasks/s, B and allocs per task).
@@ -217,6 +217,10 @@ func write(w io.Writer, s samples, n int) {
 	// the floor).
 	ratios(w, s, "floor", "actor", "the floor's tasks/s over the plain actor's")
 	ratios(w, s, "perkey", "floor", "perkey's tasks/s over the floor's")
+	// impl=actor-ctx: what the ctx the contract gives each fn costs the
+	// actor, the most any executor of the contract could reach.
+	ratios(w, s, "actor-ctx", "actor", "the actor-ctx's tasks/s over the plain actor's")
+	ratios(w, s, "perkey", "actor-ctx", "perkey's tasks/s over the actor-ctx's")
 	for _, api := range apis {
 		if !slices.Contains(ctxs, "background") || len(ctxs) < 2 {
 			break // nothing to compare with Background
@@ -242,7 +246,7 @@ func write(w io.Writer, s samples, n int) {
 			}
 		}
 	}
-	for _, impl := range []string{"actor", "perkey", "floor"} {
+	for _, impl := range []string{"actor", "perkey", "floor", "actor-ctx"} {
 		if !s.has(impl) {
 			continue
 		}
