@@ -358,11 +358,8 @@ func (c *taskCtx[K]) Err() error {
 }
 
 func (c *taskCtx[K]) Value(key any) any {
-	if key == (markKey{}) {
-		if !c.ended() {
-			return c
-		}
-		return c.caller().Value(key)
+	if key == (markKey{}) && !c.ended() {
+		return c
 	}
 	return c.caller().Value(key) // Done's child adds no values
 }
