@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,15 +21,15 @@ import (
 // a nil or zero Executor returns ErrNilExecutor or a zero value, and never
 // panics. All methods are safe for concurrent use.
 type Executor[K comparable] struct {
-	cfg      config
-	log      *zap.Logger
-	sampled  *zap.Logger // rejections and cancellations
-	limited  *zap.Logger // panics of callbacks other than fn, rate-limited
-	obs      Observer    // nil if none; contains the user's Observer's panics
-	keyCheck keyCheck    // what a key of type K is checked for (see validate)
-	created  time.Time   // when New ran (Settings)
-	needsAge bool        // the policy reads queue age
-	ages     bool        // tasks are stamped and holds timed (see KeyLoad)
+	cfg       config
+	log       *zap.Logger
+	sampled   *zap.Logger // rejections and cancellations
+	limited   *zap.Logger // panics of callbacks other than fn, rate-limited
+	obs       Observer    // nil if none; contains the user's Observer's panics
+	checkKeys bool        // K may hold a NaN or an unhashable interface (see validate)
+	created   time.Time   // when New ran (Settings)
+	needsAge  bool        // the policy reads queue age
+	ages      bool        // tasks are stamped and holds timed (see KeyLoad)
 
 	// batchRelease (no global cap): a batch's reservations go back in one
 	// step at its end (settled); a queued plain task's reservation is its
@@ -164,7 +165,7 @@ func New[K comparable](opts ...Option) (*Executor[K], error) {
 	e.timers.New = newStoppedTimer
 	e.created = time.Now()
 	e.subOps, e.plainOps = subOps[K](), plainOps(e)
-	e.keyCheck = keyCheckOf[K]()
+	e.checkKeys = mayBeInvalid(reflect.TypeFor[K]())
 	e.log = cfg.logger.WithOptions(zap.WrapCore(containCore)).Named("perkey")
 	e.sampled = e.log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
 		return zapcore.NewSamplerWithOptions(c, time.Second, 10, 1000)

@@ -5,37 +5,24 @@ import (
 	"reflect"
 )
 
-// keyCheck says what a key of type K must be checked for, decided once from
-// K's type (keyCheckOf); most key types need nothing.
-type keyCheck uint8
-
-const (
-	checkNone  keyCheck = iota // K cannot hold a float or an interface
-	checkNaN                   // K holds a float: k != k finds a NaN
-	checkIface                 // K holds an interface: comparing may panic
-)
-
-// keyCheckOf walks K's type for floats, complex numbers and interfaces.
-func keyCheckOf[K comparable]() keyCheck {
-	return kindCheck(reflect.TypeFor[K]())
-}
-
-func kindCheck(t reflect.Type) keyCheck {
+// mayBeInvalid reports whether a key of type t can hold a float or
+// complex number (a NaN is not equal to itself) or an interface (its
+// dynamic type may not be hashable), decided once per executor: most key
+// types need no check.
+func mayBeInvalid(t reflect.Type) bool {
 	switch t.Kind() {
-	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
-		return checkNaN
-	case reflect.Interface:
-		return checkIface
+	case reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128, reflect.Interface:
+		return true
 	case reflect.Array:
-		return kindCheck(t.Elem())
+		return mayBeInvalid(t.Elem())
 	case reflect.Struct:
-		c := checkNone
 		for i := range t.NumField() {
-			c = max(c, kindCheck(t.Field(i).Type))
+			if mayBeInvalid(t.Field(i).Type) {
+				return true
+			}
 		}
-		return c
 	}
-	return checkNone // pointers and channels compare by address
+	return false // pointers and channels compare by address
 }
 
 // validate refuses a key that can never be serialised (see ErrInvalidKey).
@@ -43,7 +30,7 @@ func kindCheck(t reflect.Type) keyCheck {
 // counted: the router's map would panic on an unhashable key, and never find
 // one not equal to itself.
 func (e *Executor[K]) validate(key K) error {
-	if e.keyCheck == checkNone {
+	if !e.checkKeys {
 		return nil
 	}
 	return validateKey(key)
@@ -69,7 +56,7 @@ func invalidKey(key any, why string) error {
 
 // validateAll validates every key of a DoMany.
 func (e *Executor[K]) validateAll(keys []K) error {
-	if e.keyCheck == checkNone {
+	if !e.checkKeys {
 		return nil
 	}
 	for _, k := range keys {

@@ -26,10 +26,11 @@ func (e *Executor[K]) goPlain(ctx context.Context, key K, fn func(context.Contex
 		return e.waitPlain(m, fn, c, c)
 	}
 	// goCtx gives fn's ctx the mailbox's key, which may not be key when
-	// striped or unless checkNone (+0.0 == -0.0): then make it now, as for a
-	// nested Go, whose task's ctx plainArg would take for this task's.
+	// striped or when K may hold a float or an interface (+0.0 == -0.0): then
+	// make it now, as for a nested Go, whose task's ctx plainArg would take
+	// for this task's.
 	var arg any // nil, not a nil context.Context: see plainArg
-	if _, nested := ctx.(*taskCtx[K]); nested || e.keyCheck != checkNone || e.router.Striped() {
+	if _, nested := ctx.(*taskCtx[K]); nested || e.checkKeys || e.router.Striped() {
 		c := newTaskCtx(ctx, key)
 		arg = c
 	} else if ctx != background {
