@@ -116,9 +116,30 @@ type floorWorker struct {
 	ended    uint64 // tasks run or dropped
 	panicked uint64
 	canceled uint64
-	bg       []floorGoCtx  // block being carved, for Background tasks
-	homes    []floorGoHome // block being carved, for the others
+	carver   floorCarver
 	_        [64]byte
+}
+
+// floorCarver carves task contexts 8 to a block, as perkey's are.
+type floorCarver struct {
+	bg    []floorGoCtx  // block being carved, for Background tasks
+	homes []floorGoHome // block being carved, for the others
+}
+
+// ctx returns a fresh context for a task of key whose caller passed caller.
+func (f *floorCarver) ctx(key string, caller context.Context) *floorGoCtx {
+	var c *floorGoCtx
+	if caller == floorBackground {
+		c = carveFloor(&f.bg)
+		c.parent = &floorBackground
+	} else {
+		h := carveFloor(&f.homes)
+		h.caller = caller
+		c = &h.c
+		c.parent = &h.caller
+	}
+	c.key = key
+	return c
 }
 
 // floorGoCtx is a task's context: the caller's, marked with the key, and
@@ -227,17 +248,7 @@ func (f *floorGo) work(w *floorWorker) {
 
 // run runs one task with a fresh context, unless its ctx has ended.
 func (f *floorGo) run(w *floorWorker, key string, t floorGoTask) {
-	var c *floorGoCtx
-	if t.ctx == floorBackground {
-		c = carveFloor(&w.bg)
-		c.parent = &floorBackground
-	} else {
-		h := carveFloor(&w.homes)
-		h.caller = t.ctx
-		c = &h.c
-		c.parent = &h.caller
-	}
-	c.key = key
+	c := w.carver.ctx(key, t.ctx)
 	if t.ctx.Err() != nil {
 		w.canceled++
 	} else {

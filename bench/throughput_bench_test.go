@@ -495,6 +495,16 @@ type ctxTask struct {
 }
 
 func newCtxActor(ks []string) *ctxActor {
+	return startCtxActor(ks, func(_ string, ch <-chan ctxTask) {
+		for t := range ch {
+			_ = t.fn(t.ctx) // the tasks here return nil
+		}
+	})
+}
+
+// startCtxActor starts a goroutine per key, running serve on the key's
+// channel, and returns once each has started.
+func startCtxActor(ks []string, serve func(key string, ch <-chan ctxTask)) *ctxActor {
 	a := &ctxActor{inboxes: make(map[string]chan ctxTask, len(ks))}
 	var started sync.WaitGroup
 	started.Add(len(ks))
@@ -502,9 +512,7 @@ func newCtxActor(ks []string) *ctxActor {
 		ch := make(chan ctxTask, throughputInbox)
 		a.wg.Go(func() {
 			started.Done()
-			for t := range ch {
-				_ = t.fn(t.ctx) // the tasks here return nil
-			}
+			serve(k, ch)
 		})
 		a.inboxes[k] = ch
 	}
@@ -525,45 +533,22 @@ func (a *ctxActor) close() error {
 	return nil
 }
 
-// freshCtxActor (impl=actor-ctx) is ctxActor paying for what the contract
-// asks of fn's ctx and nothing else: each fn gets a fresh context that names
-// its key and records its end (the floor's, carved 8 to a block), and a task
-// whose ctx ended does not run. It measures how much of the distance between
-// the plain actor and any executor of the contract that ctx alone is, not
-// an alternative: it has no bound on its goroutines, no retirement, no
-// caps. It serves every ctx kind.
-type freshCtxActor struct{ ctxActor }
-
-func newFreshCtxActor(ks []string) *freshCtxActor {
-	a := &freshCtxActor{ctxActor{inboxes: make(map[string]chan ctxTask, len(ks))}}
-	var started sync.WaitGroup
-	started.Add(len(ks))
-	for _, k := range ks {
-		ch := make(chan ctxTask, throughputInbox)
-		a.wg.Go(func() {
-			started.Done()
-			var bg []floorGoCtx
-			var homes []floorGoHome
-			for t := range ch {
-				var c *floorGoCtx
-				if t.ctx == floorBackground {
-					c = carveFloor(&bg)
-					c.parent = &floorBackground
-				} else {
-					h := carveFloor(&homes)
-					h.caller = t.ctx
-					c = &h.c
-					c.parent = &h.caller
-				}
-				c.key = k
-				if t.ctx.Err() == nil {
-					_ = t.fn(c)
-				}
-				c.ended.Store(1)
+// newFreshCtxActor (impl=actor-ctx) is ctxActor paying for what the
+// contract asks of fn's ctx and nothing else: each fn gets a fresh context
+// that names its key and records its end (the floor's, carved 8 to a block),
+// and a task whose ctx ended does not run. It measures how much of the
+// distance between the plain actor and any executor of the contract that ctx
+// alone is, not an alternative: it has no bound on its goroutines, no
+// retirement, no caps. It serves every ctx kind.
+func newFreshCtxActor(ks []string) *ctxActor {
+	return startCtxActor(ks, func(key string, ch <-chan ctxTask) {
+		var carver floorCarver
+		for t := range ch {
+			c := carver.ctx(key, t.ctx)
+			if t.ctx.Err() == nil {
+				_ = t.fn(c)
 			}
-		})
-		a.inboxes[k] = ch
-	}
-	started.Wait()
-	return a
+			c.ended.Store(1)
+		}
+	})
 }
