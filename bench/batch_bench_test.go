@@ -87,7 +87,12 @@ func BenchmarkBatchSink(b *testing.B) {
 		b.StopTimer()
 		reportMillis(b)
 	}
-	b.Run("impl=batcher", func(b *testing.B) {
+	// A consumer loop's messages carry its ctx, which can end: impl=batcher
+	// and impl=floor run with context.Background(), their -cancelable twins
+	// with one cancelable ctx for every message.
+	loop, stop := context.WithCancel(context.Background())
+	defer stop()
+	batcher := func(b *testing.B, msgCtx context.Context) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
 		var calls atomic.Int64
@@ -118,13 +123,15 @@ func BenchmarkBatchSink(b *testing.B) {
 			mu.Unlock()
 		}
 		defer e.Close(ctx)
-		run(b, execGate(e), &done, opening, func(k string, i int) error { _, err := bt.Submit(ctx, k, i); return err })
+		run(b, execGate(e), &done, opening, func(k string, i int) error { _, err := bt.Submit(msgCtx, k, i); return err })
 		mu.Lock()
 		firsts += last
 		mu.Unlock()
 		b.ReportMetric(float64(calls.Load())/float64(b.N*batchKeys), "calls/key")
 		b.ReportMetric(float64(firsts)/float64(b.N)/float64(time.Millisecond), "first-ms/op")
-	})
+	}
+	b.Run("impl=batcher", func(b *testing.B) { batcher(b, ctx) })
+	b.Run("impl=batcher-cancelable", func(b *testing.B) { batcher(b, loop) })
 	b.Run("impl=per-message", func(b *testing.B) {
 		e, _ := executor.New[string](executor.WithWorkers(batchKeys))
 		var done sync.WaitGroup
@@ -132,7 +139,7 @@ func BenchmarkBatchSink(b *testing.B) {
 		defer e.Close(ctx)
 		run(b, execGate(e), &done, nil, func(k string, _ int) error { return e.Go(ctx, k, fn) })
 	})
-	b.Run("impl=floor", func(b *testing.B) {
+	floor := func(b *testing.B, msgCtx context.Context) {
 		var done sync.WaitGroup
 		f := newFloorBatcher(batchKeys, batchMax, func(_ context.Context, _ string, msgs []int) error {
 			sink(len(msgs))
@@ -141,8 +148,10 @@ func BenchmarkBatchSink(b *testing.B) {
 		})
 		defer f.Close()
 		gate := func(k string, fn func()) error { f.Go(k, fn); return nil }
-		run(b, gate, &done, nil, func(k string, i int) error { f.Submit(ctx, k, i); return nil })
-	})
+		run(b, gate, &done, nil, func(k string, i int) error { f.Submit(msgCtx, k, i); return nil })
+	}
+	b.Run("impl=floor", func(b *testing.B) { floor(b, ctx) })
+	b.Run("impl=floor-cancelable", func(b *testing.B) { floor(b, loop) })
 	b.Run("impl=ideal", func(b *testing.B) {
 		for range b.N {
 			var wg sync.WaitGroup
